@@ -1,0 +1,101 @@
+"""TransformerConfig: every size and choice of the model, validated with messages a student can act on."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal, Optional, get_args
+
+Arch = Literal["encoder", "decoder", "encoder-decoder"]
+PosScheme = Literal["none", "sinusoidal", "learned", "rope"]
+NormPlacement = Literal["pre", "post", "none"]
+ScoreFn = Literal["scaled_dot", "dot", "cosine"]
+Activation = Literal["relu", "gelu"]
+
+
+@dataclass
+class TransformerConfig:
+    """The model's shape and design choices. Field names are a public contract (checkpoints store them)."""
+
+    arch: Arch = "decoder"  # encoder (bidirectional), decoder (causal), or encoder-decoder
+    vocab_size: int = 32  # target / single-stack vocabulary size
+    d_model: int = 64  # width of the residual stream
+    n_heads: int = 4  # attention heads per layer
+    d_head: Optional[int] = None  # width of each head; None means d_model // n_heads
+    n_layers: int = 2  # blocks per stack (encoder-decoder: per stack, both stacks alike)
+    d_mlp: Optional[int] = None  # hidden width of the MLP; None means 4 * d_model
+    max_len: int = 64  # longest sequence the model was built for (the learned table's length)
+    pos: PosScheme = "sinusoidal"  # how positions enter: added table, learned table, rotation, or not at all
+    rope_base: float = 10000.0  # the base of RoPE's (and the sinusoidal table's) frequencies
+    norm: NormPlacement = "pre"  # LayerNorm before each sublayer (pre), after the residual add (post), or none
+    residual: bool = True  # keep the identity path around each sublayer
+    score: ScoreFn = "scaled_dot"  # q.k / sqrt(d_head), plain q.k, or cosine(q, k) * cosine_scale
+    key_norm_clip: Optional[float] = None  # clip every key's norm to this value (a defence against huge keys)
+    cosine_scale: float = 8.0  # the inverse temperature used with score="cosine"
+    act: Activation = "gelu"  # the MLP's non-linearity
+    src_vocab_size: Optional[int] = None  # encoder-decoder only: source vocabulary; None means vocab_size
+    ln_eps: float = 1e-5  # LayerNorm's epsilon
+
+    def __post_init__(self) -> None:
+        _check_choice("arch", self.arch, Arch)
+        _check_choice("pos", self.pos, PosScheme)
+        _check_choice("norm", self.norm, NormPlacement)
+        _check_choice("score", self.score, ScoreFn)
+        _check_choice("act", self.act, Activation)
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            _check_positive_int(name, getattr(self, name))
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
+                    f"unless d_head is given explicitly"
+                )
+            self.d_head = self.d_model // self.n_heads
+        _check_positive_int("d_head", self.d_head)
+        if self.d_mlp is None:
+            self.d_mlp = 4 * self.d_model
+        _check_positive_int("d_mlp", self.d_mlp)
+        if self.pos == "rope" and self.d_head % 2:
+            raise ValueError(f"pos='rope' rotates pairs of dimensions, so d_head must be even, got {self.d_head}")
+        if not self.rope_base > 1:
+            raise ValueError(f"rope_base must be greater than 1, got {self.rope_base}")
+        if self.key_norm_clip is not None and not self.key_norm_clip > 0:
+            raise ValueError(f"key_norm_clip must be None or a positive number, got {self.key_norm_clip}")
+        if not self.cosine_scale > 0:
+            raise ValueError(f"cosine_scale must be positive, got {self.cosine_scale}")
+        if not isinstance(self.residual, bool):
+            raise ValueError(f"residual must be True or False, got {self.residual!r}")
+        if self.src_vocab_size is not None:
+            if self.arch != "encoder-decoder":
+                raise ValueError("src_vocab_size is only used by arch='encoder-decoder'; leave it None")
+            _check_positive_int("src_vocab_size", self.src_vocab_size)
+
+    @property
+    def source_vocab_size(self) -> int:
+        """The encoder's vocabulary size (encoder-decoder), else the single vocabulary's."""
+        return self.src_vocab_size or self.vocab_size
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TransformerConfig":
+        """Build a config from stored JSON; unknown fields are an error, not silently dropped."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config field(s) {unknown}; known fields are {sorted(known)}")
+        return cls(**data)
+
+
+def _check_choice(field: str, value, literal) -> None:
+    allowed = get_args(literal)
+    if value not in allowed:
+        raise ValueError(f"{field} must be one of {list(allowed)}, got {value!r}")
+
+
+def _check_positive_int(field: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{field} must be a positive integer, got {value!r}")

@@ -1,0 +1,140 @@
+"""Named hook points and the per-call run state behind them.
+
+Every interesting activation in the model passes through a `HookPoint`: an identity module
+with a permanent name. What a call wants to see or change (which activations to cache, which
+interventions to apply, whether to keep live tensors for gradients) lives in a `RunState`
+held by a `contextvars.ContextVar`, set for one call and reset in a `finally`. The model itself
+never changes, so one cached model can serve many Streamlit sessions in parallel threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Union
+
+import torch
+from torch import nn
+
+# What a caller may pass to choose hook names: one name or glob, a list of them, or a predicate.
+NameFilter = Union[str, Iterable[str], Callable[[str], bool], None]
+# An intervention: fn(tensor, hook) -> replacement tensor, or None to keep the tensor as it is.
+HookFn = Callable[[torch.Tensor, "HookPoint"], Union[torch.Tensor, None]]
+
+_RUN_STATE: contextvars.ContextVar["RunState | None"] = contextvars.ContextVar(
+    "glassbox_run_state", default=None
+)
+
+
+class HookPoint(nn.Module):
+    """An identity module with a name; it shows its tensor to the current call's RunState."""
+
+    def __init__(self, name: str = ""):
+        super().__init__()
+        self.name = name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        state = _RUN_STATE.get()
+        if state is None:
+            return x
+        return state.visit(self, x)
+
+    def extra_repr(self) -> str:
+        return repr(self.name)
+
+
+def resolve_names(names: NameFilter, available: list[str]) -> list[str]:
+    """Turn a name, glob, list or predicate into the matching hook names, in model order.
+
+    Matching nothing is an error: a typo should not silently return an empty cache.
+    """
+    if names is None:
+        return list(available)
+    if callable(names):
+        chosen = [n for n in available if names(n)]
+        what = "the predicate"
+    else:
+        patterns = [names] if isinstance(names, str) else list(names)
+        for p in patterns:
+            if not isinstance(p, str):
+                raise ValueError(f"hook names must be strings, got {type(p).__name__}")
+            if not any(fnmatch.fnmatchcase(n, p) for n in available):
+                raise ValueError(
+                    f"no hook point matches {p!r}. Hook names look like "
+                    f"{available[:3] + ['...']}; see model.hook_names()."
+                )
+        chosen = [n for n in available if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+        what = f"{patterns!r}"
+    if not chosen:
+        raise ValueError(f"no hook point matches {what}; see model.hook_names().")
+    return chosen
+
+
+@dataclass
+class RunState:
+    """What one call captures and changes. Lives only for the duration of that call."""
+
+    capture: frozenset[str] = frozenset()  # names whose tensors go into the cache
+    fwd: dict[str, list[HookFn]] = field(default_factory=dict)  # name -> interventions, in order
+    keep_live: bool = False  # keep the live (graph-attached) tensors for autograd.grad
+    cache: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> detached copy
+    live: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> live tensor
+
+    def touches(self, name: str) -> bool:
+        """True when this call captures or changes the named activation."""
+        return name in self.capture or name in self.fwd
+
+    def visit(self, hook: HookPoint, x: torch.Tensor) -> torch.Tensor:
+        """Apply the interventions registered for this hook, then capture the result."""
+        name = hook.name
+        for fn in self.fwd.get(name, ()):
+            out = fn(x, hook)
+            if out is not None:
+                if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+                    got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                    raise ValueError(
+                        f"hook function on {name!r} must return None or a tensor of shape "
+                        f"{tuple(x.shape)}, got {got}"
+                    )
+                x = out
+        if name in self.capture:
+            if self.keep_live and x.is_floating_point():
+                if not x.requires_grad:
+                    # A tensor outside the graph (e.g. a fixed positional table): make it a leaf
+                    # so the gradient with respect to it can still be asked for.
+                    x = x.detach().requires_grad_(True)
+                self.live[name] = x
+            self.cache[name] = x.detach().clone()
+        return x
+
+
+@contextlib.contextmanager
+def running(state: RunState) -> Iterator[RunState]:
+    """Install `state` for the calls made inside the block, and always remove it afterwards."""
+    token = _RUN_STATE.set(state)
+    try:
+        yield state
+    finally:
+        _RUN_STATE.reset(token)
+
+
+def current_state() -> RunState | None:
+    """The RunState of the call in progress on this thread, if any."""
+    return _RUN_STATE.get()
+
+
+class Cache(dict):
+    """The activations of one call: hook name -> detached tensor (and `<name>_grad` entries).
+
+    A plain dict with a few conveniences for pages: `cache.layer(i, 'attn.hook_pattern')`.
+    """
+
+    def layer(self, i: int, suffix: str, prefix: str = "") -> torch.Tensor:
+        """The activation `{prefix}blocks.{i}.{suffix}`."""
+        return self[f"{prefix}blocks.{i}.{suffix}"]
+
+    def names(self) -> list[str]:
+        """The cached names, without gradients."""
+        return [k for k in self if not k.endswith("_grad")]
