@@ -1,0 +1,95 @@
+"""Checkpoints: one safetensors file round-trips; pickles, truncation and mismatches are refused."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+
+import pytest
+import torch
+
+from core import checkpoints
+from core.model import Transformer, TransformerConfig
+
+
+def small_model(**kw) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(vocab_size=11, d_model=16, n_heads=2, n_layers=1, max_len=8, **kw)).eval()
+
+
+def test_round_trip_keeps_weights_config_and_meta(tmp_path):
+    model = small_model(pos="learned", norm="post")
+    path = tmp_path / "m.safetensors"
+    checkpoints.save(model, path, {"task": "copy", "vocab": ["a", "b"], "accuracy": 0.99})
+    loaded, meta = checkpoints.load(path)
+    assert loaded.cfg == model.cfg
+    assert meta["task"] == "copy" and meta["vocab"] == ["a", "b"] and meta["config"]["norm"] == "post"
+    x = torch.tensor([[1, 2, 3]])
+    assert torch.equal(loaded(x), model(x))
+    assert path.read_bytes()[8:9] == b"{"  # a safetensors JSON header, not a pickle
+
+
+class _Exploit:
+    """Unpickling this would create a file: proof that nothing is executed if the file stays absent."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_loader_refuses_a_pickle_and_executes_nothing(tmp_path):
+    marker = tmp_path / "pwned.txt"
+    for data in (pickle.dumps(_Exploit(str(marker))), _torch_save_bytes(_Exploit(str(marker)))):
+        with pytest.raises(ValueError, match="pickle|safetensors"):
+            checkpoints.from_bytes(data)
+        assert not marker.exists()
+
+
+def _torch_save_bytes(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def test_loader_refuses_truncated_and_garbage_files():
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    for bad in (data[: len(data) // 2], data[:20], b"", b"hello" * 100):
+        with pytest.raises(ValueError):
+            checkpoints.from_bytes(bad)
+
+
+def _rewrite_meta(data: bytes, edit) -> bytes:
+    """Change the JSON metadata of a safetensors file while keeping its tensors."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    meta = json.loads(header["__metadata__"]["glassbox"])
+    edit(meta)
+    header["__metadata__"]["glassbox"] = json.dumps(meta)
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    return len(raw).to_bytes(8, "little") + raw + data[8 + n:]
+
+
+def test_loader_refuses_a_config_that_does_not_match_the_tensors():
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    wider = _rewrite_meta(data, lambda m: m["config"].update(d_model=32, d_mlp=None, d_head=None))
+    with pytest.raises(ValueError, match="shape"):
+        checkpoints.from_bytes(wider)
+    deeper = _rewrite_meta(data, lambda m: m["config"].update(n_layers=2))
+    with pytest.raises(ValueError, match="missing"):
+        checkpoints.from_bytes(deeper)
+    invalid = _rewrite_meta(data, lambda m: m["config"].update(arch="gpt"))
+    with pytest.raises(ValueError, match="arch"):
+        checkpoints.from_bytes(invalid)
+    learned = checkpoints.to_bytes(small_model(pos="learned"), {})
+    with pytest.raises(ValueError, match="unknown"):
+        checkpoints.from_bytes(_rewrite_meta(learned, lambda m: m["config"].update(pos="sinusoidal")))
+
+
+def test_loader_refuses_safetensors_without_glassbox_metadata():
+    from safetensors.torch import save
+    with pytest.raises(ValueError, match="Glassbox metadata"):
+        checkpoints.from_bytes(save({"w": torch.zeros(2)}))
