@@ -1,0 +1,1 @@
+"""Figure builders: arrays in, plotly/altair figures out. Pure functions, no models, no streamlit."""

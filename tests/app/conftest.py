@@ -1,0 +1,57 @@
+"""AppTest helpers: run app.py and switch to a page, or run a page file alone; read charts."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+TIMEOUT = 60
+
+
+def app_at(page: str | None = None, query: dict | None = None) -> AppTest:
+    """The app from its entry point, optionally switched to `page` (e.g. 'pages/attention.py')."""
+    at = AppTest.from_file("app.py", default_timeout=TIMEOUT)
+    if query:
+        for k, v in query.items():
+            at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def page_at(page: str, query: dict | None = None) -> AppTest:
+    """One page file run alone (no navigation)."""
+    at = AppTest.from_file(page, default_timeout=TIMEOUT)
+    if query:
+        for k, v in query.items():
+            at.query_params[k] = v
+    return at.run()
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def decode_array(value):
+    """Plotly 6+ ships numpy arrays as {'dtype', 'bdata', 'shape'}; lists pass through."""
+    if isinstance(value, dict) and "bdata" in value:
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape:
+            arr = arr.reshape([int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape)
+        return arr
+    return np.asarray(value)
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.fixture
+def app():
+    return app_at

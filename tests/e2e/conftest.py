@@ -1,0 +1,127 @@
+"""Real-browser fixtures: `streamlit run app.py` on 127.0.0.1 and Debian's chromium via Playwright.
+
+The server is started and stopped (by PID) by the session fixture; readiness comes from
+/_stcore/health and a finished script run from the app's data-test-script-state attribute.
+Screenshots go to $GLASSBOX_SCREENSHOTS (default test-artifacts/screenshots).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = Path(os.environ.get("GLASSBOX_SCREENSHOTS", ROOT / "test-artifacts" / "screenshots"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+RUN_DONE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    port = _free_port()
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                pytest.fail(f"streamlit did not become healthy:\n{out[-3000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.fail("Debian chromium is not installed: apt-get install -y chromium")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    p = context.new_page()
+    yield p
+    context.close()
+
+
+def wait_for_run(page, timeout: float = 90_000, last: str | None = None) -> None:
+    """Wait until the script run finished (and `last`, the page's final element, is drawn)."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    page.wait_for_function(
+        "() => { const a = document.querySelector(\"[data-testid='stApp']\");"
+        " return a && a.getAttribute('data-test-script-state') === 'notRunning'; }",
+        timeout=timeout,
+    )
+    if last:
+        page.wait_for_selector(last, timeout=timeout)
+
+
+def open_page(page, url: str, timeout: float = 120_000, last: str | None = None) -> None:
+    page.goto(url, wait_until="commit", timeout=timeout)
+    # The first render pays the torch import; wait for the run to start and finish.
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    page.wait_for_timeout(300)
+    wait_for_run(page, timeout, last)
+
+
+def assert_no_exception(page) -> None:
+    errors = page.locator("[data-testid='stException']")
+    assert errors.count() == 0, errors.first.inner_text()[:2000]
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def plotly_data(page, index: int = 0):
+    """The `data` of the index-th plotly chart on the page (as the browser holds it)."""
+    return page.evaluate(
+        "(i) => { const g = document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\")[i];"
+        " return g ? JSON.parse(JSON.stringify(g.data, (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v)) : null; }",
+        index,
+    )

@@ -1,0 +1,76 @@
+"""Model loading for the pages: bundled models once per process, session models per session.
+
+The shared model object is never mutated: every per-session choice (mask, positions,
+temperature, ablations) is an argument of a call on it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import streamlit as st
+import torch
+
+from core import checkpoints
+from core.device import available_devices
+from core.model import Transformer
+
+USER_MODELS_KEY = "glassbox.user_models"  # {id: (model, meta)} trained or uploaded in this session
+USER_PREFIX = "session:"
+
+
+@st.cache_resource(show_spinner="Loading model ...", max_entries=32)
+def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
+    model, meta = checkpoints.load_bundled(model_id, device=device)
+    for p in model.parameters():
+        p.requires_grad_(True)  # gradients are taken with autograd.grad, never written to .grad
+    return model, meta
+
+
+def manifest() -> list[dict]:
+    return checkpoints.read_manifest()
+
+
+def user_models() -> dict:
+    return st.session_state.setdefault(USER_MODELS_KEY, {})
+
+
+def add_user_model(model: Transformer, meta: dict) -> str:
+    """Make a model trained or uploaded in this session available on every page; returns its id."""
+    model_id = USER_PREFIX + uuid.uuid4().hex[:10]
+    meta = dict(meta, id=model_id)
+    user_models()[model_id] = (model.eval(), meta)
+    return model_id
+
+
+def model_choices() -> dict[str, str]:
+    """id -> label for the picker: bundled models first, then this session's."""
+    choices = {e["id"]: e.get("title", e["id"]) for e in manifest()}
+    for model_id, (_, meta) in user_models().items():
+        choices[model_id] = f"{meta.get('title', 'Your model')} (this session)"
+    return choices
+
+
+def describe(model_id: str) -> str:
+    for e in manifest():
+        if e["id"] == model_id:
+            return e.get("description", "")
+    if model_id in user_models():
+        return user_models()[model_id][1].get("description", "")
+    return ""
+
+
+def get_model(model_id: str, device: str = "cpu") -> tuple[Transformer, dict]:
+    """The model and its metadata: bundled (cached for everyone) or from this session."""
+    if model_id in user_models():
+        model, meta = user_models()[model_id]
+        return model.to(device), meta
+    return _bundled(model_id, device)
+
+
+def devices() -> list[str]:
+    return available_devices()
+
+
+def torch_device(name: str) -> torch.device:
+    return torch.device(name if name in available_devices() else "cpu")

@@ -1,0 +1,23 @@
+"""The shape every page shares: a title, the idea in a paragraph, the equation, and 'try this'."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import query
+
+
+def header(title: str, idea: str, equation: str | None = None) -> None:
+    """Title, a one-paragraph idea in our own words, and the equation it is about."""
+    st.title(title)
+    query.show_notes()
+    st.markdown(idea)
+    if equation:
+        st.latex(equation)
+
+
+def try_this(*prompts: str) -> None:
+    """A short list of experiments for a student to run on the figure above."""
+    with st.container(border=True):
+        st.markdown("**Try this**")
+        st.markdown("\n".join(f"- {p}" for p in prompts))

@@ -1,0 +1,124 @@
+"""The view lives in the URL: read untrusted query parameters safely, write the current view back.
+
+A teacher pastes a link and the class sees the same model, input, layer and head. Values from
+the URL are validated and clamped; anything odd becomes a visible note, never an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+import streamlit as st
+
+_NOTES_KEY = "glassbox.url_notes"
+_SEEDED_KEY = "glassbox.url_seeded"
+MAX_PARAM_CHARS = 2000
+
+
+def _raw(name: str) -> Optional[str]:
+    value = st.query_params.get(name)
+    if value is None:
+        return None
+    value = str(value)
+    if len(value) > MAX_PARAM_CHARS:
+        note(f"URL parameter '{name}' is too long ({len(value)} characters) and was ignored.")
+        return None
+    return value
+
+
+def note(message: str) -> None:
+    """Remember a message about the URL, shown once by `show_notes`."""
+    notes = st.session_state.setdefault(_NOTES_KEY, [])
+    if message not in notes:
+        notes.append(message)
+
+
+def show_notes() -> None:
+    """Show (and forget) what was wrong with the URL."""
+    for message in st.session_state.pop(_NOTES_KEY, []):
+        st.warning(message, icon=":material/link_off:")
+
+
+def parse_int(name: str, lo: int, hi: int) -> Optional[int]:
+    """An integer URL parameter clamped to [lo, hi], or None if absent or unreadable."""
+    raw = _raw(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        note(f"URL parameter {name}={raw[:40]!r} is not a whole number; using the default.")
+        return None
+    if value < lo or value > hi:
+        clamped = min(max(value, lo), hi)
+        note(f"URL parameter {name}={value} is outside {lo}..{hi}; using {clamped}.")
+        return clamped
+    return value
+
+
+def parse_float(name: str, lo: float, hi: float) -> Optional[float]:
+    """A float URL parameter clamped to [lo, hi], or None."""
+    raw = _raw(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        note(f"URL parameter {name}={raw[:40]!r} is not a number; using the default.")
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        note(f"URL parameter {name} must be a finite number; using the default.")
+        return None
+    if value < lo or value > hi:
+        clamped = min(max(value, lo), hi)
+        note(f"URL parameter {name}={value:g} is outside {lo:g}..{hi:g}; using {clamped:g}.")
+        return clamped
+    return value
+
+
+def parse_choice(name: str, choices: Iterable[str]) -> Optional[str]:
+    """A URL parameter that must be one of `choices`, or None."""
+    raw = _raw(name)
+    if raw is None:
+        return None
+    choices = list(choices)
+    if raw not in choices:
+        shown = ", ".join(choices[:8]) + (" ..." if len(choices) > 8 else "")
+        note(f"URL parameter {name}={raw[:40]!r} is not one of: {shown}; using the default.")
+        return None
+    return raw
+
+
+def parse_text(name: str) -> Optional[str]:
+    """A free-text URL parameter (length-limited), or None."""
+    return _raw(name)
+
+
+def seed(key: str, param: str, parse: Callable[[str], object], default, valid: Callable[[object], bool] = None):
+    """Initialise widget state `key` from the URL once per session, else from `default`.
+
+    Afterwards the widget owns the value; if it became invalid (e.g. a smaller model was picked),
+    it is reset to `default`. Call before creating the widget, and create it with `key=key` only.
+    """
+    seeded = st.session_state.setdefault(_SEEDED_KEY, set())
+    if key not in seeded:
+        seeded.add(key)
+        value = parse(param)
+        st.session_state[key] = default if value is None else value
+    elif key not in st.session_state:
+        st.session_state[key] = default
+    if valid is not None and not valid(st.session_state[key]):
+        st.session_state[key] = default
+    return st.session_state[key]
+
+
+def write(**values) -> None:
+    """Put the current view into the URL (only the keys given; None removes a key)."""
+    for name, value in values.items():
+        if value is None:
+            if name in st.query_params:
+                del st.query_params[name]
+            continue
+        text = str(value)
+        if st.query_params.get(name) != text:
+            st.query_params[name] = text

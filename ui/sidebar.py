@@ -1,0 +1,202 @@
+"""The one shared sidebar: which model, which input, which device. Every page calls `shared_sidebar()`.
+
+The choices survive page switches (their own session_state keys) and live in the URL
+(`model`, `input`, `tgt`), so a pasted link reopens the same view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import streamlit as st
+import torch
+
+from core.model import Transformer
+from core.tasks import IGNORE, Task, get_task
+from ui import models, query
+
+MODEL_KEY = "glassbox.model"
+INPUT_KEY = "glassbox.input"
+TGT_MODE_KEY = "glassbox.tgt_mode"
+TGT_KEY = "glassbox.tgt"
+DEVICE_KEY = "glassbox.device"
+SEED_KEY = "glassbox.example_seed"
+MAX_INPUT_TOKENS = 128  # pages draw every attention pattern; longer inputs would flood the browser
+GREEDY, TYPED = "The model's own output (greedy)", "Type it"
+
+
+@dataclass
+class Selection:
+    """What the sidebar chose for this run: the model, its task and the tokenised input."""
+
+    model_id: str
+    model: Transformer
+    meta: dict
+    task: Task
+    device: str
+    tokens: list[str]  # the input (encoder-decoder: the source)
+    ids: torch.Tensor  # [1, pos]
+    tgt_tokens: Optional[list[str]] = None  # encoder-decoder: the decoder's input
+    tgt_ids: Optional[torch.Tensor] = None  # [1, tgt_pos]
+    targets: Optional[list[int]] = None  # right answer per output position (IGNORE where unscored)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def arch(self) -> str:
+        return self.model.cfg.arch
+
+    @property
+    def query_tokens(self) -> list[str]:
+        """Labels of the output positions (the decoder side for encoder-decoder)."""
+        return self.tgt_tokens if self.tgt_tokens is not None else self.tokens
+
+    @property
+    def cache_key(self) -> tuple:
+        """A hashable identity of (model, device, input) for st.cache_data."""
+        tgt = tuple(self.tgt_ids[0].tolist()) if self.tgt_ids is not None else None
+        return (self.model_id, self.device, tuple(self.ids[0].tolist()), tgt)
+
+    def kwargs(self) -> dict:
+        """Keyword arguments that complete a model call for this input (tgt= for encoder-decoder)."""
+        return {"tgt": self.tgt_ids} if self.tgt_ids is not None else {}
+
+
+def _max_tokens(model: Transformer) -> int:
+    cap = MAX_INPUT_TOKENS
+    if model.cfg.pos == "learned":
+        cap = min(cap, model.cfg.max_len)
+    return cap
+
+
+def _example(task: Task, arch: str, seed: int) -> str:
+    return " ".join(t for t in task.example(arch, seed=seed) if t != "<pad>")
+
+
+def _pick_model() -> str:
+    choices = models.model_choices()
+    if not choices:
+        st.error("No models found in assets/models. Run `python -m core.train --all` to build them.")
+        st.stop()
+    ids = list(choices)
+    query.seed(MODEL_KEY, "model", lambda p: query.parse_choice(p, ids), ids[0], valid=lambda v: v in ids)
+    return st.selectbox("Model", ids, key=MODEL_KEY, format_func=lambda i: choices[i],
+                        help="Models this project trained on toy tasks, plus any you train or upload.")
+
+
+def _pick_device() -> str:
+    options = models.devices()
+    query.seed(DEVICE_KEY, "device", lambda p: query.parse_choice(p, options), options[0],
+               valid=lambda v: v in options)
+    if len(options) == 1:
+        st.caption(f"Running on **{options[0].upper()}** (no GPU found).")
+        return options[0]
+    return st.selectbox("Device", options, key=DEVICE_KEY)
+
+
+def _on_model_change() -> None:
+    # A new model may not understand the old input: start from its task's first example.
+    st.session_state.pop(INPUT_KEY, None)
+    st.session_state.pop(TGT_KEY, None)
+    st.session_state[SEED_KEY] = 0
+
+
+def _tokenise(task: Task, text: str, what: str, cap: int) -> tuple[Optional[list[str]], Optional[str]]:
+    tokens = text.split()
+    if not tokens:
+        return None, f"The {what} is empty: type some tokens separated by spaces."
+    if len(tokens) > cap:
+        return None, f"The {what} has {len(tokens)} tokens; this page allows at most {cap}."
+    try:
+        task.vocab.encode(tokens)
+    except ValueError as exc:
+        return None, f"The {what} has a token this model does not know. {exc}"
+    return tokens, None
+
+
+def shared_sidebar() -> Selection:
+    """Draw the shared sidebar and return the current Selection (stops the page on a fatal error)."""
+    with st.sidebar:
+        st.markdown("### Model and input")
+        previous = st.session_state.get(MODEL_KEY)
+        model_id = _pick_model()
+        if previous is not None and previous != model_id:
+            _on_model_change()
+        st.caption(models.describe(model_id))
+        device = _pick_device()
+        try:
+            model, meta = models.get_model(model_id, device)
+            task = get_task(meta["task"])
+        except (ValueError, KeyError) as exc:
+            st.error(f"Could not load this model: {exc}")
+            st.stop()
+        arch = model.cfg.arch
+        cap = _max_tokens(model)
+        seed = st.session_state.setdefault(SEED_KEY, 0)
+        default_text = _example(task, arch, seed)
+        query.seed(INPUT_KEY, "input", query.parse_text, default_text)
+        label = "Source tokens" if arch == "encoder-decoder" else "Input tokens"
+        if st.button("Random example", icon=":material/casino:", width="stretch"):
+            st.session_state[SEED_KEY] = seed + 1
+            st.session_state[INPUT_KEY] = _example(task, arch, seed + 1)
+            st.session_state.pop(TGT_KEY, None)
+        text = st.text_area(label, key=INPUT_KEY, height=90,
+                            help=f"Tokens separated by spaces. Known tokens: {' '.join(task.vocab.tokens[:40])}")
+        tokens, problem = _tokenise(task, text, "input", cap)
+        notes = []
+        if problem:
+            st.error(problem)
+            notes.append(problem)
+            tokens = default_text.split()
+            st.caption(f"Showing the task's example instead: `{default_text}`")
+        ids = torch.tensor([task.vocab.encode(tokens)], device=model.device)  # [1, pos]
+        tgt_tokens = tgt_ids = None
+        if arch == "encoder-decoder":
+            tgt_tokens, tgt_ids = _target_side(model, task, ids, cap)
+        try:
+            targets = task.label(tokens, arch, tgt=tgt_tokens)
+        except ValueError as exc:
+            targets = None
+            st.info(f"No right answer to check: {exc}")
+        st.caption(f"Task: **{task.title}**. {task.scored}")
+    query.write(model=model_id, input=" ".join(tokens),
+                tgt=" ".join(tgt_tokens) if tgt_tokens and st.session_state.get(TGT_MODE_KEY) == TYPED else None)
+    return Selection(model_id, model, meta, task, device, tokens, ids, tgt_tokens, tgt_ids, targets, notes)
+
+
+def _target_side(model: Transformer, task: Task, src_ids: torch.Tensor, cap: int):
+    """The decoder's input for an encoder-decoder model: its own greedy output, or typed."""
+    vocab = task.vocab
+    query.seed(TGT_MODE_KEY, "tgt", lambda p: TYPED if query.parse_text(p) else None, GREEDY)
+    mode = st.radio("Decoder input", [GREEDY, TYPED], key=TGT_MODE_KEY,
+                    help="Cross-attention needs a target side: let the model write it, or type one.")
+    steps = min(src_ids.shape[1] + 1, cap - 1)
+    generated = model.generate(src_ids, steps, tgt_prefix=torch.tensor([[vocab.bos_id]], device=src_ids.device))
+    greedy_tokens = vocab.decode(generated[0, :-1].tolist())  # <bos> y1 .. : what the decoder read
+    if mode == GREEDY:
+        st.caption("Decoder input: `" + " ".join(greedy_tokens) + "`")
+        return greedy_tokens, generated[:, :-1]
+    query.seed(TGT_KEY, "tgt", query.parse_text, " ".join(greedy_tokens))
+    text = st.text_input("Decoder input tokens", key=TGT_KEY, help="Start with <bos>.")
+    tokens, problem = _tokenise(task, text, "decoder input", cap)
+    if problem:
+        st.error(problem)
+        tokens = greedy_tokens
+    return tokens, torch.tensor([vocab.encode(tokens)], device=src_ids.device)
+
+
+def prediction_table(sel: Selection, logits: torch.Tensor) -> list[dict]:
+    """One row per scored output position: the model's top token, the right one, and whether they agree."""
+    if sel.targets is None:
+        return []
+    probs = torch.softmax(logits[0].float(), dim=-1)  # [pos vocab]
+    rows = []
+    for p, target in enumerate(sel.targets):
+        if target == IGNORE or p >= probs.shape[0]:
+            continue
+        top = int(probs[p].argmax())
+        rows.append({"position": p, "token": sel.query_tokens[p],
+                     "predicted": sel.task.vocab.decode([top])[0], "p(predicted)": float(probs[p, top]),
+                     "right answer": sel.task.vocab.decode([target])[0], "p(right)": float(probs[p, target]),
+                     "correct": top == target})
+    return rows
