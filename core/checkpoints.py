@@ -47,7 +47,7 @@ def from_bytes(data: bytes, device: Union[str, torch.device] = "cpu") -> tuple[T
     if len(data) > MAX_UPLOAD_BYTES:
         raise ValueError(f"this file is {len(data) / 1e6:.1f} MB; Glassbox checkpoints are far smaller "
                          f"(limit {MAX_UPLOAD_BYTES // 1_000_000} MB)")
-    if data[:2] == b"\x80\x02" or data[:1] == b"\x80" or data[:2] == b"PK":
+    if not _has_safetensors_header(data) and (data[:1] == b"\x80" or data[:2] == b"PK"):
         raise ValueError("this looks like a PyTorch pickle (.pt/.pth), which can run code when opened. "
                          "Glassbox only opens .safetensors files: save with core.checkpoints.save.")
     try:
@@ -65,8 +65,12 @@ def from_bytes(data: bytes, device: Union[str, torch.device] = "cpu") -> tuple[T
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise ValueError("the checkpoint's metadata has no 'config' object")
     cfg = TransformerConfig.from_dict(meta["config"])
+    # Check shapes on the meta device first: a forged file with a tiny payload and a huge config
+    # must not make us allocate the huge model.
+    with torch.device("meta"):
+        skeleton = Transformer(cfg)
+    _check_state(skeleton, tensors)
     model = Transformer(cfg)
-    _check_state(model, tensors)
     model.load_state_dict(tensors, strict=True)
     return model.to(device).eval(), meta
 
@@ -79,6 +83,18 @@ def load(path: PathLike, device: Union[str, torch.device] = "cpu") -> tuple[Tran
     if path.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{path.name} is too large to be a Glassbox checkpoint")
     return from_bytes(path.read_bytes(), device)
+
+
+def _has_safetensors_header(data: bytes) -> bool:
+    """True when the 8-byte length prefix points at a JSON header, as safetensors files start.
+
+    The prefix is a little-endian length: a header of 128 + 256k bytes starts with 0x80, the same
+    byte a pickle starts with, so the pickle sniff must not look at such a file.
+    """
+    if len(data) < 9:
+        return False
+    n = int.from_bytes(data[:8], "little")
+    return 0 < n <= len(data) - 8 and data[8:9] == b"{"
 
 
 def _read_metadata(data: bytes) -> dict:

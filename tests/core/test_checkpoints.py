@@ -93,3 +93,36 @@ def test_loader_refuses_safetensors_without_glassbox_metadata():
     from safetensors.torch import save
     with pytest.raises(ValueError, match="Glassbox metadata"):
         checkpoints.from_bytes(save({"w": torch.zeros(2)}))
+
+
+def test_a_header_length_starting_with_0x80_is_not_mistaken_for_a_pickle():
+    """A safetensors file whose header is 128 + 256k bytes long starts with byte 0x80, like a pickle."""
+    import json as _json
+    import struct
+
+    header = _json.dumps({"__metadata__": {"x": "y" * 200}}).encode()
+    header += b" " * ((0x180 - len(header)) % 256)  # pad so the length's low byte is 0x80
+    data = struct.pack("<Q", len(header)) + header
+    assert data[:1] == b"\x80"
+    with pytest.raises(ValueError) as err:
+        from core.checkpoints import from_bytes
+        from_bytes(data)
+    assert "pickle" not in str(err.value)  # refused for what it lacks (metadata), not called a pickle
+
+
+
+def test_a_forged_huge_config_is_refused_before_anything_is_allocated(monkeypatch):
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    forged = _rewrite_meta(data, lambda m: m["config"].update(d_model=8192, n_heads=8, d_head=None, d_mlp=None,
+                                                              vocab_size=200_000, max_len=65536))
+    built_on = []
+    real = checkpoints.Transformer
+
+    def recording(cfg):
+        built_on.append(torch.empty(0).device.type)  # the default device while the model is built
+        return real(cfg)
+
+    monkeypatch.setattr(checkpoints, "Transformer", recording)
+    with pytest.raises(ValueError, match="shape|missing|unknown"):
+        checkpoints.from_bytes(forged)
+    assert built_on == ["meta"]  # only the shape-checking skeleton; never the real (GBs) model
