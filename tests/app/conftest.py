@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 TIMEOUT = 60
+ROOT = Path(__file__).resolve().parents[2]  # AppTest resolves relative paths against the caller's folder
 
 
 def app_at(page: str | None = None, query: dict | None = None) -> AppTest:
     """The app from its entry point, optionally switched to `page` (e.g. 'pages/attention.py')."""
-    at = AppTest.from_file("app.py", default_timeout=TIMEOUT)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     if query:
         for k, v in query.items():
             at.query_params[k] = v
@@ -26,7 +28,7 @@ def app_at(page: str | None = None, query: dict | None = None) -> AppTest:
 
 def page_at(page: str, query: dict | None = None) -> AppTest:
     """One page file run alone (no navigation)."""
-    at = AppTest.from_file(page, default_timeout=TIMEOUT)
+    at = AppTest.from_file(str(ROOT / page), default_timeout=TIMEOUT)
     if query:
         for k, v in query.items():
             at.query_params[k] = v

@@ -1,0 +1,284 @@
+"""The Train page in AppTest: a short training run to the end, uploads, clamped settings, the server cap."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from streamlit.runtime.media_file_manager import MediaFileManager
+
+from core import checkpoints
+from tests.app.conftest import assert_ok, decode_array, page_at, plotly_specs
+from ui import training
+
+PAGE = "pages/train.py"
+TINY = {"task": "copy", "arch": "decoder", "n_layers": 1, "d_model": 32, "n_heads": 2, "steps": 60}
+MAX_RUNS = 200  # reruns allowed to finish 60 steps (each trains for at most CHUNK_SECONDS)
+
+
+@pytest.fixture(autouse=True)
+def _bundled_models():
+    """The shared sidebar lists the bundled models; without them no page can run."""
+    if not checkpoints.read_manifest():
+        pytest.skip("assets/models/manifest.json missing: run `python -m core.train --all` first")
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """Every file handed to a download button in this test: [(file_name, bytes)]."""
+    seen = []
+    original = MediaFileManager.add
+
+    def add(self, data, mimetype, coordinates, file_name=None, is_for_static_download=False):
+        seen.append((file_name, bytes(data)))
+        return original(self, data, mimetype, coordinates, file_name=file_name,
+                        is_for_static_download=is_for_static_download)
+
+    monkeypatch.setattr(MediaFileManager, "add", add)
+    return seen
+
+
+def configure(at, **values):
+    """Set the page's setting widgets (task first: it decides which architectures are offered)."""
+    values = {**TINY, **values}
+    at.selectbox(key="train.task").set_value(values.pop("task")).run()
+    at.selectbox(key="train.arch").set_value(values.pop("arch"))
+    for name, value in values.items():
+        at.number_input(key=f"train.{name}").set_value(value)
+    return at.run()
+
+
+def run_of(at) -> training.TrainingRun:
+    return at.session_state[training.RUN_KEY]
+
+
+def in_sidebar(at, run) -> bool:
+    """Whether the run's model is one of the shared sidebar's choices (options are shown as labels)."""
+    label = f"{training.run_meta(run)['title']} (this session)"
+    return label in at.sidebar.selectbox(key="glassbox.model").options
+
+
+def train_to_end(at) -> int:
+    """Rerun the app (each rerun trains one chunk) until the run is done; returns how many reruns it took."""
+    for i in range(MAX_RUNS):
+        if run_of(at).status == "done":
+            return i
+        before = run_of(at).step
+        at.run()
+        assert_ok(at)
+        assert run_of(at).step > before  # every rerun trains (nobody else holds the slots here)
+    pytest.fail(f"training did not finish in {MAX_RUNS} reruns (step {run_of(at).step})")
+
+
+def curves(at) -> dict:
+    """name -> (x, y) of the loss/accuracy chart's traces."""
+    for spec in plotly_specs(at):
+        names = [t.get("name") for t in spec["data"]]
+        if "loss (each step)" in names:
+            return {t["name"]: (decode_array(t["x"]), decode_array(t["y"])) for t in spec["data"]}
+    raise AssertionError("no loss chart on the page")
+
+
+@pytest.fixture
+def short_chunks(monkeypatch):
+    """Chunks of ~20 ms, so a 60-step run needs several reruns, as it would with a real model."""
+    monkeypatch.setattr(training, "CHUNK_SECONDS", 0.02)
+
+
+def test_short_training_runs_to_completion(downloads, short_chunks):
+    at = page_at(PAGE)
+    assert_ok(at)
+    configure(at)
+    assert not at.button(key="train.go").disabled
+    at.button(key="train.go").click().run()
+    assert_ok(at)
+    run = run_of(at)
+    assert run.status == "running" and 0 < run.step < 60  # the first chunk trained already
+    assert train_to_end(at) >= 2  # trained in several chunks, one per rerun
+    assert run_of(at) is run
+    assert run.step == 60 and run.trainer.model.cfg.d_model == 32
+
+    # the loss chart holds every step, and the loss went down
+    steps, loss = curves(at)["loss (each step)"]
+    assert list(steps) == list(range(1, 61))
+    assert loss[-10:].mean() < loss[:10].mean() - 0.2, (loss[:10].mean(), loss[-10:].mean())
+
+    # the final accuracy on fresh samples is shown, and matches core.train.evaluate's number
+    labels = [m.label for m in at.metric]
+    assert "Accuracy on fresh examples" in labels
+    assert f"{run.final_accuracy:.1%}" in [m.value for m in at.metric]
+    assert 0.0 <= run.final_accuracy <= 1.0
+
+    # the model is in the shared sidebar's choices; one click selects it for every page
+    assert in_sidebar(at, run)
+    assert at.sidebar.selectbox(key="glassbox.model").value != run.model_id
+    at.button(key="train.use").click().run()
+    assert_ok(at)
+    assert at.sidebar.selectbox(key="glassbox.model").value == run.model_id
+    assert "copy" in " ".join(c.value for c in at.sidebar.caption).lower()
+
+    # the download button holds a checkpoint that core.checkpoints loads and that computes the same logits
+    files = [data for name, data in downloads if name and name.endswith(".safetensors")]
+    assert files, "no .safetensors download on the page"
+    model, meta = checkpoints.from_bytes(files[-1])
+    assert meta["task"] == "copy" and meta["steps"] == 60 and meta["config"]["d_model"] == 32
+    assert abs(meta["accuracy"] - run.final_accuracy) < 1e-9
+    ids = torch.tensor([run.example.ids[0].tolist()])
+    with torch.no_grad():
+        assert torch.allclose(model(ids), run.trainer.model(ids), atol=1e-5)
+
+
+def test_scrubbing_snapshots_changes_the_heatmaps():
+    at = page_at(PAGE)
+    configure(at, steps=40)
+    at.button(key="train.go").click().run()
+    train_to_end(at)
+    run = run_of(at)
+    assert len(run.snapshots) >= 10 and run.snapshots[0].step == 0 and run.snapshots[-1].step == 40
+
+    def head0(at):
+        for spec in plotly_specs(at):
+            trace = spec["data"][0]
+            if trace.get("type") == "heatmap" and "at step" in str(spec["layout"].get("title")):
+                assert len(spec["data"]) == 2  # one panel per head
+                return decode_array(trace["z"]).astype(float)
+        raise AssertionError("no head heatmaps")
+
+    slider = at.select_slider(key="train.scrub")
+    assert slider.value == 40
+    last = head0(at)
+    slider.set_value(0).run()
+    assert_ok(at)
+    first = head0(at)
+    assert first.shape == last.shape
+    assert np.abs(first - last).max() > 1e-3  # training moved the pattern
+    np.testing.assert_allclose(first, run.snapshots[0].patterns["self"][0, 0].astype(float), atol=1e-3)
+
+
+def test_a_rerun_mid_training_loses_nothing_and_pause_holds(short_chunks):
+    at = page_at(PAGE)
+    configure(at, steps=3000)
+    at.button(key="train.go").click().run()
+    run = run_of(at)
+    before = run.step
+    assert before > 0
+    # a full rerun caused by another widget (the sidebar's example button) keeps the run and its history
+    at.sidebar.button[0].click().run()
+    assert_ok(at)
+    assert run_of(at) is run and run.step >= before and len(run.trainer.history) == run.step
+    at.button(key="train.pause").click().run()
+    paused_at = run.step
+    at.run()
+    at.run()
+    assert run.status == "paused" and run.step == paused_at
+    at.button(key="train.resume").click().run()
+    assert run.status == "running" and run.step > paused_at
+    # pause again and keep the model as it is: it is evaluated and offered like a finished one
+    at.button(key="train.pause").click().run()
+    at.button(key="train.stop").click().run()
+    assert_ok(at)
+    assert run.status == "done" and 0 < run.step < 3000 and run.total == run.step
+    assert in_sidebar(at, run)
+    assert at.get("download_button")
+    at.button(key="train.reset").click().run()
+    assert training.RUN_KEY not in at.session_state
+    assert not at.get("download_button")
+
+
+def test_the_server_cap_makes_a_run_wait_with_a_message():
+    at = page_at(PAGE)
+    configure(at)
+    held = [training._SLOTS.acquire(timeout=5) for _ in range(training.MAX_CONCURRENT)]
+    try:
+        assert all(held)
+        at.button(key="train.go").click().run()
+        assert_ok(at)
+        assert run_of(at).step == 0
+        assert any("waits its turn" in w.value for w in at.warning)
+    finally:
+        for ok in held:
+            if ok:
+                training._SLOTS.release()
+    at.run()
+    assert run_of(at).step > 0
+    assert not any("waits its turn" in w.value for w in at.warning)
+
+
+def _valid_checkpoint() -> bytes:
+    from core.analysis.train import TrainSettings
+
+    settings = TrainSettings(task="reverse", arch="encoder", n_layers=1, d_model=16, n_heads=2, steps=10)
+    trainer = settings.trainer()
+    from core.tasks import get_task
+
+    meta = {"title": "classmate", "task": "reverse", "vocab": list(get_task("reverse").vocab.tokens),
+            "steps": 0, "seed": 0, "accuracy": 0.0}
+    return checkpoints.to_bytes(trainer.model, meta)
+
+
+class _Boom:
+    """Unpickling this would run code; the page must refuse the file before that."""
+
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path('/tmp/glassbox-pwned').write_text('x')",))
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("model.safetensors", pickle.dumps({"weights": _Boom()}), "pickle"),
+    ("model.pt", pickle.dumps([1, 2, 3]), "pickle"),
+    ("model.safetensors", b"this is not a checkpoint at all" * 10, "not a readable"),
+    ("model.safetensors", _valid_checkpoint()[:300], "not a readable"),
+    ("empty.safetensors", b"", "empty"),
+])
+def test_a_bad_upload_gets_a_clear_error(name, data, words, tmp_path):
+    at = page_at(PAGE)
+    at.file_uploader(key="train.upload").set_value((name, data, "application/octet-stream")).run()
+    assert_ok(at)
+    errors = [e.value for e in at.error]
+    assert any(name in e and words in e.lower() for e in errors), errors
+    assert not any("(this session)" in o for o in at.sidebar.selectbox(key="glassbox.model").options)
+    import pathlib
+    assert not pathlib.Path("/tmp/glassbox-pwned").exists()
+
+
+def test_a_valid_upload_joins_the_sidebar():
+    at = page_at(PAGE)
+    at.file_uploader(key="train.upload").set_value(("classmate.safetensors", _valid_checkpoint(),
+                                                    "application/octet-stream")).run()
+    assert_ok(at)
+    assert not at.error
+    assert any("classmate.safetensors" in s.value for s in at.success)
+    options = at.sidebar.selectbox(key="glassbox.model").options
+    assert sum("(this session)" in o for o in options) == 1
+    at.run()  # a rerun must not add the same upload twice
+    assert sum("(this session)" in o for o in at.sidebar.selectbox(key="glassbox.model").options) == 1
+    at.button(key="train.use_upload").click().run()
+    assert_ok(at)
+    assert at.sidebar.selectbox(key="glassbox.model").value.startswith("session:")
+
+
+def test_out_of_range_settings_are_clamped_with_a_message():
+    at = page_at(PAGE, query={"steps": "99999", "d_model": "abc", "lr": "5", "task": "nope"})
+    assert_ok(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "steps=99999" in warnings and "3000" in warnings
+    assert "d_model" in warnings and "lr=5" in warnings and "nope" in warnings
+    assert at.number_input(key="train.steps").value == 3000
+    assert at.number_input(key="train.lr").value == pytest.approx(0.01)
+    at.number_input(key="train.steps").set_value(5000).run()
+    assert at.number_input(key="train.steps").value == 3000
+    assert any("5000" in w.value and "3000" in w.value for w in at.warning)
+    at.number_input(key="train.n_layers").set_value(0).run()
+    assert at.number_input(key="train.n_layers").value == 1
+    # d_model must split into the heads: a clear error, and no Train button to press
+    at.number_input(key="train.steps").set_value(100)
+    at.number_input(key="train.n_heads").set_value(8)
+    at.number_input(key="train.d_model").set_value(60).run()
+    assert_ok(at)
+    assert any("60" in e.value and "8 heads" in e.value for e in at.error)
+    assert at.button(key="train.go").disabled
+    # only the architectures the chosen task supports are offered
+    at.selectbox(key="train.task").set_value("induction").run()
+    assert at.selectbox(key="train.arch").options == ["decoder"]

@@ -1,0 +1,86 @@
+"""Real browser: the Train page trains a small model live, to the end, and offers it for download.
+
+The run is configured through the URL (as a teacher's link would), started with the Train
+button, and followed through the self-rerunning fragment until the page shows the finished
+panels. Screenshot: test-artifacts/screenshots/train.png (and train_scrubbed.png).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.app.conftest import decode_array
+from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+
+pytestmark = pytest.mark.e2e
+STEPS = 300
+QUERY = f"task=reverse&arch=encoder&pos=sinusoidal&norm=pre&layers=2&d_model=64&heads=4&steps={STEPS}&lr=0.003&seed=0"
+TRAIN_TIMEOUT_MS = 300_000  # 300 steps take ~20 s on an idle 2-core machine; allow a busy one
+
+
+def _loss_trace(page) -> dict:
+    """The 'loss (each step)' trace of the first chart (the training curves)."""
+    data = plotly_data(page, 0)
+    assert data, "no chart on the page"
+    traces = {t.get("name"): t for t in data}
+    assert "loss (each step)" in traces, list(traces)
+    return traces["loss (each step)"]
+
+
+def _whole_page(page) -> None:
+    """Grow the viewport to the main column's height: Streamlit scrolls inside it, so a full-page
+    screenshot would otherwise show only the first screen."""
+    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(12000, int(height) + 40)})
+    page.wait_for_timeout(1500)  # plotly charts resize to the new viewport
+
+
+def test_train_a_small_model_in_the_browser(server_url, page):
+    open_page(page, f"{server_url}/train?{QUERY}", last="[data-testid='stFileUploader']")
+    assert_no_exception(page)
+    page.get_by_role("button", name="Train", exact=True).click()
+
+    # the live view: a progress bar and curves that grow while training runs
+    page.get_by_text("Training: step").first.wait_for(timeout=120_000)
+    page.wait_for_selector("[data-testid='stPlotlyChart'] .js-plotly-plot", timeout=120_000)
+
+    # finished: the page reruns once and shows the 'keep' panel with the download
+    page.get_by_text("4 · Keep your model").wait_for(timeout=TRAIN_TIMEOUT_MS)
+    wait_for_run(page, last="[data-testid='stDownloadButton']")
+    assert_no_exception(page)
+    assert page.get_by_text(f"Finished: step {STEPS} of {STEPS}").count() == 1
+
+    loss = decode_array(_loss_trace(page)["y"]).astype(float)  # a typed array, or still base64 in gd.data
+    assert loss.size == STEPS
+    assert loss[-20:].mean() < 0.5 * loss[:20].mean(), (loss[:20].mean(), loss[-20:].mean())
+    assert page.get_by_role("button", name="Use this model on every page").is_enabled()
+    assert page.locator("[data-testid='stDownloadButton']").count() == 1
+    _whole_page(page)
+    screenshot(page, "train")
+
+    # scrub back to the random model: the head heatmaps change
+    def heatmaps():
+        out = []
+        for i in range(page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").count()):
+            data = plotly_data(page, i)
+            if data and data[0].get("type") == "heatmap":
+                out.append(decode_array(data[0]["z"]).astype(float))
+        return out
+
+    before = heatmaps()
+    assert before, "no head heatmaps after training"
+    slider = page.locator("[data-testid='stSlider'] input[type='range']").first
+    slider.focus()
+    slider.press("Home")
+    changed = False
+    for _ in range(120):
+        wait_for_run(page)
+        after = heatmaps()
+        if after and (after[0].shape != before[0].shape or not np.allclose(after[0], before[0])):
+            changed = True
+            break
+        page.wait_for_timeout(250)
+    assert changed, "scrubbing to step 0 did not change the heatmaps"
+    assert_no_exception(page)
+    screenshot(page, "train_scrubbed")
