@@ -126,3 +126,17 @@ def test_a_forged_huge_config_is_refused_before_anything_is_allocated(monkeypatc
     with pytest.raises(ValueError, match="shape|missing|unknown"):
         checkpoints.from_bytes(forged)
     assert built_on == ["meta"]  # only the shape-checking skeleton; never the real (GBs) model
+
+
+def test_a_header_length_starting_with_byte_0x80_is_not_mistaken_for_a_pickle():
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    n = int.from_bytes(data[:8], "little")
+    target = 0x80 + 256 * ((n // 256) + 1)  # next length whose low byte is 0x80
+    padded = _rewrite_meta(data, lambda m: m.update(pad="x"))
+    while int.from_bytes(padded[:8], "little") != target:
+        grow = target - int.from_bytes(padded[:8], "little")
+        padded = _rewrite_meta(data, lambda m, g=grow: m.update(pad="x" * (len(m.get("pad", "")) + g)))
+        data = padded
+    assert padded[:1] == b"\x80"
+    model, meta = checkpoints.from_bytes(padded)
+    assert meta["task"] == "copy"

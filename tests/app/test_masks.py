@@ -1,0 +1,218 @@
+"""AppTest for the Masks page: every editor path (preset, formula, bad formula, cell edit, per
+layer), that an edited mask changes the pattern AND the prediction, a fully masked row, URL
+clamping, the length cap, and the encoder-vs-decoder comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core import masks as M
+from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "masks.py")
+ENCODER = "future-legality-encoder"
+INPUT = "<bos> 3 8 5 2 7 4 1 6 odd"  # 8 digits as in training; the rule comes last
+N = 10
+
+
+def open_masks(**query) -> AppTest:
+    """The Masks page run alone, with URL parameters."""
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def chart(at: AppTest, title: str) -> dict:
+    """The plotly spec whose title starts with `title`."""
+    for spec in plotly_specs(at):
+        text = (spec["layout"].get("title") or {}).get("text") or ""
+        if text.startswith(title):
+            return spec
+    raise AssertionError(f"no chart titled {title!r}")
+
+
+def z(at: AppTest, title: str) -> np.ndarray:
+    return np.asarray(decode_array(chart(at, title)["data"][0]["z"]), dtype=np.float64)
+
+
+def predictions(at: AppTest):
+    """The prediction table (the dataframe with both masks' columns)."""
+    for frame in at.dataframe:
+        value = frame.value
+        if "yours: predicts" in value.columns:
+            return value
+    raise AssertionError("no prediction table")
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def set_cells(at: AppTest, edits: dict[int, dict[str, bool]], key: str = "masks.all.cells") -> AppTest:
+    """Edit cells the way st.data_editor reports them (row position -> {column: value})."""
+    at.session_state[key] = {"edited_rows": edits, "added_rows": [], "deleted_rows": []}
+    return at.run()
+
+
+@pytest.fixture
+def encoder_page() -> AppTest:
+    at = open_masks(model=ENCODER, input=INPUT)
+    assert_ok(at)
+    return at
+
+
+def test_page_shows_every_panel(encoder_page):
+    at = encoder_page
+    titles = [(s["layout"].get("title") or {}).get("text") or "" for s in plotly_specs(at)]
+    for expected in ("your mask (every layer)", "own mask · layer 0 head 0", "your mask · layer 0 head 0",
+                     "right: mask before softmax", "wrong: zero after softmax", "L = D − A", "spectrum of L",
+                     "what can reach", "|∂ output q", "allowed pairs", "measured on this machine",
+                     "encoder: its own full mask", "decoder: its own causal mask"):
+        assert any(t.startswith(expected) for t in titles), expected
+    assert at.data_editor[0].value.shape == (N, N)
+    # The untouched editor holds the encoder's own full mask, so both runs agree.
+    np.testing.assert_allclose(z(at, "own mask"), z(at, "your mask ·"), atol=1e-6)
+    assert metric(at, "accuracy, own mask") == metric(at, "accuracy, your mask")
+    # lambda_2 of the complete graph is n.
+    assert metric(at, "λ2 (algebraic connectivity)") == f"{N:.3f}"
+
+
+def test_preset_changes_the_pattern_and_the_prediction(encoder_page):
+    at = encoder_page
+    own_p = predictions(at)["yours: p(right)"].to_numpy()
+    at.selectbox(key="masks.all.preset").set_value("causal").run()
+    assert_ok(at)
+    np.testing.assert_array_equal(z(at, "your mask (every layer)"), M.causal(N).numpy())
+    yours, own = z(at, "your mask ·"), z(at, "own mask")
+    assert np.all(np.triu(yours, 1) == 0) and np.triu(own, 1).sum() > 0.5
+    frame = predictions(at)
+    assert not np.allclose(frame["yours: p(right)"].to_numpy(), own_p, atol=1e-4)
+    np.testing.assert_allclose(frame["own: p(right)"].to_numpy(), own_p, atol=1e-6)
+    # A causal encoder cannot see the rule: its batch accuracy drops.
+    own_acc = float(metric(at, "accuracy, own mask").rstrip("%"))
+    your_acc = float(metric(at, "accuracy, your mask").rstrip("%"))
+    assert your_acc < own_acc - 10
+    assert at.query_params["preset"] == "causal"
+
+
+def test_formula_builds_the_mask(encoder_page):
+    at = encoder_page
+    at.selectbox(key="masks.all.preset").set_value("formula").run()
+    at.text_input(key="masks.all.formula").set_value("abs(i - j) <= 1").run()
+    assert_ok(at)
+    assert not at.error
+    np.testing.assert_array_equal(z(at, "your mask (every layer)"), M.sliding_window(N, 1).numpy())
+    assert metric(at, "λ2 (algebraic connectivity)") == f"{2 - 2 * np.cos(np.pi / N):.3f}"
+    assert at.query_params["formula"] == "abs(i - j) <= 1"
+
+
+def test_bad_formula_shows_the_grammar_and_keeps_the_page(encoder_page):
+    at = encoder_page
+    at.selectbox(key="masks.all.preset").set_value("formula").run()
+    at.text_input(key="masks.all.formula").set_value("__import__('os') or i ** 2 < j").run()
+    assert_ok(at)
+    assert any("cannot be used" in e.value and "Allowed" in e.value for e in at.error)
+    assert any(M.describe_formula_grammar() in c.value for c in at.code)
+    assert any("own **full** mask" in w.value for w in at.warning)
+    np.testing.assert_array_equal(z(at, "your mask (every layer)"), M.full(N).numpy())
+    assert len(plotly_specs(at)) >= 15  # every later panel still drawn
+
+
+def test_cell_edit_changes_the_pattern_and_the_prediction():
+    # Without the rule a digit's output cannot depend on it, and the model is right under both rules
+    # with its own mask: so hiding the rule must change a prediction for at least one of the two.
+    changed = []
+    for rule in ("even", "odd"):
+        at = open_masks(model=ENCODER, input=INPUT.replace("odd", rule))
+        before = predictions(at)
+        assert (before["own: predicts"] == before["right answer"]).all()
+        rule_column = at.data_editor[0].value.columns[-1]
+        set_cells(at, {row: {rule_column: False} for row in range(N - 1)})  # no digit may read the rule
+        assert_ok(at)
+        mask = z(at, "your mask (every layer)")
+        assert mask[:-1, -1].sum() == 0 and mask[-1, -1] == 1 and mask[:, :-1].all()
+        assert f"{N - 1} cell(s) edited by hand" in chart(at, "your mask (every layer)")["layout"]["title"]["text"]
+        yours = z(at, "your mask ·")
+        assert np.all(yours[:-1, -1] == 0) and np.allclose(yours.sum(-1), 1, atol=1e-5)
+        after = predictions(at)
+        assert np.abs(after["yours: p(right)"] - before["yours: p(right)"]).max() > 0
+        changed.append(bool((after["yours: predicts"] != before["yours: predicts"]).any()))
+        assert (after["changed"] == "CHANGED").any() == changed[-1]
+    assert any(changed)
+
+
+def test_a_fully_masked_row_gives_zeros_not_nan(encoder_page):
+    at = encoder_page
+    columns = at.data_editor[0].value.columns
+    set_cells(at, {3: {c: False for c in columns}})
+    assert_ok(at)
+    assert any("no key at all" in w.value for w in at.warning)
+    yours = z(at, "your mask ·")
+    assert not np.isnan(yours).any()
+    assert np.all(yours[3] == 0) and np.allclose(np.delete(yours, 3, 0).sum(-1), 1, atol=1e-5)
+    assert "no keys" in chart(at, "your mask (every layer)")["data"][0]["y"][3]
+    assert not np.isnan(z(at, "right: mask before softmax")).any()
+
+
+def test_a_different_mask_per_layer(encoder_page):
+    at = encoder_page
+    at.radio(key="masks.scope").set_value("A different mask per layer").run()
+    assert [d.key for d in at.data_editor] == ["masks.layer0.cells", "masks.layer1.cells"]
+    at.selectbox(key="masks.layer1.preset").set_value("causal").run()
+    assert_ok(at)
+    at.selectbox(key="masks.layer").set_value(1).run()
+    assert np.all(np.triu(z(at, "your mask · layer 1"), 1) == 0)
+    at.selectbox(key="masks.layer").set_value(0).run()
+    # Layer 0 keeps the full mask, and layer 0 comes first, so its pattern is untouched.
+    np.testing.assert_allclose(z(at, "your mask · layer 0"), z(at, "own mask · layer 0"), atol=1e-6)
+    assert at.query_params["scope"] == "layer"
+
+
+def test_url_params_are_validated_and_clamped():
+    at = open_masks(model=ENCODER, input=INPUT, preset="sliding", w="999", layer="9", head="-1", token="x",
+                    scope="bogus")
+    assert_ok(at)
+    notes = " ".join(w.value for w in at.warning)
+    for fragment in ("w=999", "layer=9", "head=-1", "token=", "scope="):
+        assert fragment in notes, fragment
+    assert at.query_params["w"] == str(N - 1) and at.query_params["layer"] == "1"
+    assert at.query_params["head"] == "0" and at.query_params["scope"] == "all"
+    np.testing.assert_array_equal(z(at, "your mask (every layer)"), M.sliding_window(N, N - 1).numpy())
+    bad = open_masks(model=ENCODER, input=INPUT, preset="nope", density="abc")
+    assert_ok(bad)
+    assert any("preset=" in w.value for w in bad.warning)
+    np.testing.assert_array_equal(z(bad, "your mask (every layer)"), M.full(N).numpy())
+
+
+def test_long_inputs_are_capped_and_said_so():
+    long_input = "<bos> " + " ".join(["3"] * 36) + " odd"
+    at = open_masks(model=ENCODER, input=long_input)
+    assert_ok(at)
+    assert any("limited to 32 tokens" in w.value for w in at.warning)
+    assert not at.data_editor
+    chart(at, "measured on this machine")  # the cost panel still runs
+
+
+def test_encoder_solves_future_legality_and_the_decoder_cannot(encoder_page):
+    at = encoder_page
+    encoder = float(metric(at, "own mask: full").rstrip("%"))
+    decoder = float(metric(at, "own mask: causal").rstrip("%"))
+    assert encoder > 90 and decoder < 75
+    table = next(f.value for f in at.dataframe if "decoder: pull of the rule" in f.value.columns)
+    assert (table["decoder: pull of the rule"] == 0).all() and (table["encoder: pull of the rule"] > 0).all()
+
+
+def test_encoder_decoder_masks_the_decoder_side():
+    at = open_masks(model="reverse-encdec")
+    assert_ok(at)
+    n = len(at.data_editor[0].value)
+    at.selectbox(key="masks.all.preset").set_value("full").run()
+    assert_ok(at)
+    yours = z(at, "your mask ·")
+    assert yours.shape == (n, n) and np.triu(yours, 1).sum() > 0.5  # the decoder now sees its future
+    assert np.all(np.triu(z(at, "own mask"), 1) == 0)

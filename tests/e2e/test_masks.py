@@ -1,0 +1,72 @@
+"""Real browser: the Masks page loads, a preset picked in the select box changes the model's
+pattern, and screenshots of the whole page go to test-artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+
+pytestmark = pytest.mark.e2e
+LAST = "text=Give the decoder the full mask"  # the last "try this" prompt on the page
+INPUT = "<bos> 3 8 5 2 7 4 1 6 odd"
+
+
+def _z(page, index: int) -> np.ndarray:
+    """Chart `index`'s z as the browser holds it (plotly keeps numpy arrays as {dtype, bdata, shape})."""
+    data = plotly_data(page, index)
+    assert data, f"no plotly chart number {index}"
+    z = data[0]["z"]
+    if isinstance(z, dict):
+        shape = [int(s) for s in str(z["shape"]).split(",")] if isinstance(z["shape"], str) else z["shape"]
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape).astype(float)
+    return np.asarray(z, dtype=float)
+
+
+def _wait_change(page, before: np.ndarray, index: int, timeout_ms: int = 90_000) -> np.ndarray:
+    """Wait until chart `index` shows a different z (the rerun replaced it)."""
+    step = 250
+    for _ in range(timeout_ms // step):
+        wait_for_run(page)
+        now = _z(page, index)
+        if now.shape != before.shape or not np.allclose(now, before):
+            return now
+        page.wait_for_timeout(step)
+    raise AssertionError("the chart did not change")
+
+
+def _whole_page(page, name: str) -> None:
+    """Screenshot the whole page: Streamlit scrolls inside its main block, so grow the window to fit it."""
+    height = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
+                           " return m ? m.scrollHeight : document.body.scrollHeight; }")
+    page.set_viewport_size({"width": 1400, "height": int(min(max(height, 1000) + 40, 20_000))})
+    page.wait_for_timeout(1500)  # let plotly re-lay out the charts
+    screenshot(page, name)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_masks_page_preset_changes_the_pattern(server_url, page):
+    # The entry point first: a fresh server that is first asked for /masks runs the file without
+    # app.py's navigation and page config (narrow layout, file names in the menu).
+    open_page(page, server_url, timeout=180_000)
+    url = f"{server_url}/masks?model=future-legality-encoder&input={quote(INPUT)}"
+    open_page(page, url, timeout=180_000, last=LAST)
+    assert_no_exception(page)
+    mask0, pattern0 = _z(page, 0), _z(page, 2)  # the drawn mask; chart 1 is the own-mask pattern, 2 yours
+    assert mask0.shape == (10, 10) and mask0.all()
+    assert np.allclose(pattern0.sum(axis=1), 1, atol=1e-3)
+    _whole_page(page, "masks")
+
+    page.locator("[data-testid='stSelectbox']").filter(has_text="Start from").click()
+    page.get_by_role("option", name="Causal: j ≤ i").click()
+    pattern1 = _wait_change(page, pattern0, 2)
+    wait_for_run(page, last=LAST)
+    assert np.all(np.triu(pattern1, 1) == 0)
+    np.testing.assert_array_equal(_z(page, 0), np.tril(np.ones((10, 10))))
+    assert "preset=causal" in page.url
+    assert_no_exception(page)
+    _whole_page(page, "masks_causal")
