@@ -1,0 +1,200 @@
+"""AppTest for the Depth page: every panel draws, each widget changes its figure, the rho button
+reads the plain stack's measured factor, the twins table, other architectures, URL clamping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "depth.py")
+PRE, POST, ENCDEC = "sort-decoder", "sort-decoder-postln", "reverse-encdec"
+
+
+def open_depth(**query) -> AppTest:
+    """The Depth page run alone, with URL parameters."""
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT * 3)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def titles(at: AppTest) -> list[str]:
+    return [(s["layout"].get("title") or {}).get("text") or "" for s in plotly_specs(at)]
+
+
+def chart(at: AppTest, title: str) -> dict:
+    """The plotly spec whose title starts with `title`."""
+    for spec in plotly_specs(at):
+        text = (spec["layout"].get("title") or {}).get("text") or ""
+        if text.startswith(title):
+            return spec
+    raise AssertionError(f"no chart titled {title!r} among {titles(at)}")
+
+
+def trace(at: AppTest, title: str, name: str) -> dict:
+    for t in chart(at, title)["data"]:
+        if (t.get("name") or "").startswith(name):
+            return t
+    raise AssertionError(f"no trace {name!r} in {title!r}")
+
+
+def values(t: dict, axis: str = "y") -> np.ndarray:
+    return np.asarray(decode_array(t[axis]), dtype=np.float64)
+
+
+def z(at: AppTest, title: str) -> np.ndarray:
+    return np.asarray(decode_array(chart(at, title)["data"][0]["z"]), dtype=np.float64)
+
+
+DEPTH = "Gradient at each block's input"
+
+
+@pytest.fixture(scope="module")
+def pre_page() -> AppTest:
+    at = open_depth(model=PRE)
+    assert_ok(at)
+    return at
+
+
+def test_every_panel_draws(pre_page):
+    at = pre_page
+    got = titles(at)
+    for expected in ("‖x‖ per residual state", "Pieces of the final state", "Logit lens", "Gradient norm per residual",
+                     "Saliency of each input token", DEPTH, "Zoom: the stacks", "H_res of sublayer",
+                     "Stream size along the depth", "Loss gradient along the stream",
+                     "Layers needed"):
+        assert any(t.startswith(expected) for t in got), expected
+    # One row per residual state of the 2-layer model: embed, then +attn, +mlp twice.
+    assert chart(at, "‖x‖ per residual state")["data"][0]["y"] == ["embed", "L0 +attn", "L0 +mlp", "L1 +attn", "L1 +mlp"]
+    lens = z(at, "Logit lens")
+    assert np.nanmin(lens) >= 0 and np.nanmax(lens) <= 1 and np.isnan(lens).any() and not np.isnan(lens).all()
+    # The depth chart: every default stack at 49 points (layers 0..48), plus the two bounds.
+    for name in ("pre-LN", "post-LN", "no norm", "no residual", "hyper (Sinkhorn)"):
+        assert len(values(trace(at, DEPTH, name))) == 49
+    assert len(values(trace(at, DEPTH, "(1 - ρ)"))) == 49
+    twins = next(f.value for f in at.dataframe if "loss (trained)" in f.value.columns)
+    assert list(twins["norm"]) == ["pre-LN", "post-LN"]
+    assert twins["loss (trained)"].max() < twins["loss (untrained)"].min()  # training lowered both losses
+    # After training the pre-LN stream grows along the depth, the post-LN one is renormalised.
+    pre = values(trace(at, "Stream size along the depth", "pre-LN trained"))
+    post = values(trace(at, "Stream size along the depth", "post-LN trained"))
+    assert pre[-1] / pre[0] > 2 * post[-1] / post[0]
+
+
+def test_layers_and_gain_sliders_rebuild_the_stacks():
+    at = open_depth(model=PRE)
+    plain_48 = values(trace(at, DEPTH, "no residual"))
+    at.slider(key="depth.layers").set_value(12).run()
+    assert_ok(at)
+    plain_12 = values(trace(at, DEPTH, "no residual"))
+    assert len(plain_12) == 13 and len(values(trace(at, DEPTH, "(1 - ρ)"))) == 13
+    assert plain_12[0] > plain_48[0]  # fewer layers, less decay at the bottom
+    at.select_slider(key="depth.gain").set_value(0.5).run()
+    assert_ok(at)
+    assert values(trace(at, DEPTH, "no residual"))[0] < plain_12[0] * 1e-3  # a smaller gain kills it faster
+    assert at.query_params["L"] == "12" and at.query_params["gain"] == "0.5"
+
+
+def test_rho_moves_only_the_bounds_and_the_button_uses_the_measured_factor():
+    at = open_depth(model=PRE)
+    pre_before = values(trace(at, DEPTH, "pre-LN"))
+    at.slider(key="depth.rho").set_value(0.2).run()
+    lower = values(trace(at, DEPTH, "(1 - ρ)"))
+    np.testing.assert_allclose(lower[0], 0.8 ** 48, rtol=1e-6)
+    np.testing.assert_array_equal(values(trace(at, DEPTH, "pre-LN")), pre_before)
+    at.button(key="depth.use_rho").click().run()
+    assert_ok(at)
+    rho = at.slider(key="depth.rho").value
+    plain = values(trace(at, DEPTH, "no residual"))
+    measured = np.exp(-np.polyfit(np.arange(1, 49), np.log(plain[1:]), 1)[0])
+    assert rho == pytest.approx(round(measured, 2))
+
+
+def test_measure_switch_draws_weight_gradients():
+    at = open_depth(model=PRE)
+    at.radio(key="depth.measure").set_value("weights").run()
+    assert_ok(at)
+    spec = chart(at, "Gradient of each block's weights")
+    assert all(len(values(t)) == 48 for t in spec["data"])  # one point per block, no bounds
+    assert at.query_params["measure"] == "weights"
+
+
+def test_objective_and_position_change_the_backward_figures():
+    at = open_depth(model=PRE)
+    loss_grads = z(at, "Gradient norm per residual")
+    at.radio(key="depth.obj").set_value("logit").run()
+    assert_ok(at)
+    logit_grads = z(at, "Gradient norm per residual")
+    assert not np.allclose(np.nan_to_num(loss_grads), np.nan_to_num(logit_grads))
+    pos = at.selectbox(key="depth.pos").value
+    waterfall = values(chart(at, "Pieces of the final state")["data"][0])
+    at.selectbox(key="depth.pos").set_value(pos - 1).run()
+    assert_ok(at)
+    assert not np.allclose(values(chart(at, "Pieces of the final state")["data"][0]), waterfall)
+    # Causal: the logit at the chosen position has no gradient from later tokens (blank = log of 0).
+    assert np.isnan(z(at, "Gradient norm per residual")[:, pos:]).all()
+
+
+def test_path_sliders_change_the_formula():
+    at = open_depth(model=PRE)
+    f4 = values(trace(at, "Layers needed", "hop model"))
+    at.slider(key="depth.H").set_value(1).run()
+    assert_ok(at)
+    f1 = values(trace(at, "Layers needed", "hop model"))
+    ns = values(trace(at, "Layers needed", "hop model"), "x")
+    np.testing.assert_allclose(f1, np.log(ns) / np.log(2))
+    assert np.all(f1 >= f4)
+    at.select_slider(key="depth.n").set_value(1024).run()
+    assert next(m.value for m in at.metric if m.label == "RNN") == "1023 steps"
+
+
+def test_hyper_controls_change_the_mixing_and_stay_doubly_stochastic():
+    at = open_depth(model=PRE)
+    at.slider(key="depth.streams").set_value(6).run()
+    assert_ok(at)
+    h = z(at, "H_res of sublayer")
+    assert h.shape == (6, 6)
+    np.testing.assert_allclose(h.sum(0), 1, atol=1e-5)
+    np.testing.assert_allclose(h.sum(1), 1, atol=1e-5)
+
+
+def test_other_architectures_and_post_ln():
+    at = open_depth(model=ENCDEC)
+    assert_ok(at)
+    assert "L0 +cross" in chart(at, "‖x‖ per residual state")["data"][0]["y"]
+    at.radio(key="depth.stack").set_value("encoder").run()
+    assert_ok(at)
+    enc = chart(at, "‖x‖ per residual state")["data"][0]["y"]
+    assert "L0 +cross" not in enc and at.query_params["stack"] == "encoder"
+    grads = z(at, "Gradient norm per residual")
+    assert np.isfinite(grads).all()  # the decoder's loss reaches every source token through cross-attention
+    post = open_depth(model=POST)
+    assert_ok(post)
+    assert any("post-LN" in w.value for w in post.warning)
+    # Post-LN states are renormalised (times LayerNorm's learned gain): near sqrt(d_model) = 8, not growing.
+    norms = z(post, "‖x‖ per residual state")
+    assert np.all((norms[1:] > 4) & (norms[1:] < 16))
+    pre_norms = z(open_depth(model=PRE), "‖x‖ per residual state")
+    assert pre_norms[-1].mean() / pre_norms[0].mean() > norms[-1].mean() / norms[0].mean()
+
+
+def test_url_params_are_clamped_with_a_note():
+    at = open_depth(model=PRE, L="999", gain="abc", rho="5", H="0", n="7", at="-3", show="bogus", obj="nope",
+                    measure="x", iseed="1e9", tau="2")
+    assert_ok(at)
+    assert at.slider(key="depth.layers").value == 48
+    assert at.slider(key="depth.rho").value == 0.99
+    assert at.slider(key="depth.H").value == 1
+    assert at.select_slider(key="depth.gain").value == 1.0
+    assert at.select_slider(key="depth.n").value == 64
+    assert at.selectbox(key="depth.pos").value == 0
+    assert at.multiselect(key="depth.variants").value == ["pre-LN", "post-LN", "no norm", "no residual",
+                                                           "hyper (Sinkhorn)"]
+    notes = " ".join(w.value for w in at.warning)
+    for param in ("L=999", "rho=5", "H=0", "gain=", "show="):
+        assert param in notes, param

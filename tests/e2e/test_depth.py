@@ -1,0 +1,76 @@
+"""Real browser: the Depth page loads with every chart, the heads slider moves the hop-model curve,
+and screenshots of the whole page go to test-artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_run
+
+pytestmark = pytest.mark.e2e
+LAST = "text=Raise τ on the model until the star disappears"  # the last "try this" prompt on the page
+
+
+def _charts(page) -> list[dict]:
+    """Every plotly chart's title and data, in page order.
+
+    The browser wraps titles in <b> (removed here) and holds numpy arrays as {bdata, _inputArray}.
+    """
+    return page.evaluate(
+        "() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\"))"
+        ".map(g => ({title: ((g.layout.title && g.layout.title.text) || '').replace(/<[^>]+>/g, ''),"
+        " data: JSON.parse(JSON.stringify(g.data, (k, v) => (v && v._inputArray) ? Array.from(v._inputArray)"
+        " : (ArrayBuffer.isView(v) ? Array.from(v) : v)))}))")
+
+
+def _trace(page, title: str, name: str) -> dict:
+    for c in _charts(page):
+        if c["title"].startswith(title):
+            for t in c["data"]:
+                if (t.get("name") or "").startswith(name):
+                    return t
+    raise AssertionError(f"no trace {name!r} in a chart titled {title!r}")
+
+
+def _tall_screenshot(page, name: str) -> None:
+    """Streamlit scrolls inside its main container, so a full-page shot stops at the viewport:
+    grow the viewport to the content's height first, then take it."""
+    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 16000)})
+    page.wait_for_timeout(1500)  # plotly charts redraw at the new size
+    wait_for_run(page, last=LAST)
+    page.wait_for_timeout(1000)
+    screenshot(page, name)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_depth_page_draws_and_the_heads_slider_moves_the_formula(server_url, page):
+    # Arrive the way a student does: the home page (with the model in the URL), then the menu link.
+    open_page(page, f"{server_url}/?model=sort-decoder", timeout=240_000)
+    page.get_by_role("link", name="Depth").first.click()
+    wait_for_run(page, timeout=240_000, last=LAST)
+    assert_no_exception(page)
+    charts = _charts(page)
+    assert len(charts) >= 10, [c["title"] for c in charts]
+    depth = _trace(page, "Gradient at each block's input", "no residual")
+    assert len(depth["y"]) == 49 and depth["y"][0] < 1e-8  # the plain stack's gradient has died
+    _tall_screenshot(page, "depth")
+
+    before = np.asarray(_trace(page, "Layers needed", "hop model")["y"], dtype=float)
+    slider = page.locator("[data-testid='stSlider'] input[type='range'][aria-label='Heads H']")
+    slider.focus()
+    slider.press("ArrowRight")  # H: 4 -> 5
+    for _ in range(360):
+        wait_for_run(page)
+        after = np.asarray(_trace(page, "Layers needed", "hop model")["y"], dtype=float)
+        if not np.allclose(after, before):
+            break
+        page.wait_for_timeout(250)
+    ns = np.asarray(_trace(page, "Layers needed", "hop model")["x"], dtype=float)
+    np.testing.assert_allclose(after, np.log(ns) / math.log(6))
+    assert "H=5" in page.url
+    wait_for_run(page, last=LAST)
+    assert_no_exception(page)
