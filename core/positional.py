@@ -14,10 +14,12 @@ import torch
 SCHEMES = ("none", "sinusoidal", "learned", "rope")
 
 
-def sinusoidal(n: int, d: int, base: float = 10000.0, offset: int = 0) -> torch.Tensor:
+def sinusoidal(n: int, d: int, base: float = 10000.0, offset: int = 0,
+               dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The table of the original paper: PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(...).
 
-    Returns float32 `[n, d]` for positions offset..offset+n-1. Works for any n (extrapolates).
+    Returns `[n, d]` (float32 unless `dtype` says otherwise; float64 for exact identity checks)
+    for positions offset..offset+n-1. Works for any n (extrapolates).
     """
     if n < 0 or d < 1:
         raise ValueError(f"sinusoidal needs n >= 0 and d >= 1, got n={n}, d={d}")
@@ -27,7 +29,7 @@ def sinusoidal(n: int, d: int, base: float = 10000.0, offset: int = 0) -> torch.
     table = torch.zeros(n, d, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles[:, : d // 2])
-    return table.float()
+    return table.to(dtype)
 
 
 def wavelengths(d: int, base: float = 10000.0) -> torch.Tensor:

@@ -1,0 +1,75 @@
+"""Real browser: the Positions page renders every panel (extrapolation included), the base slider
+changes the sinusoidal table, and the learned model's refusal is a message, not an exception.
+
+The screenshot is taken with the window as tall as the page, so it shows every panel.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+
+from core.analysis import positions as P
+from tests.app.conftest import decode_array
+from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+
+pytestmark = pytest.mark.e2e
+CHARTS = "[data-testid='stPlotlyChart'] .js-plotly-plot"
+
+
+def _z(page, index: int = 0) -> np.ndarray:
+    """The z array of the index-th chart as the browser holds it."""
+    data = plotly_data(page, index)
+    assert data, f"no plotly chart number {index} on the page"
+    return np.asarray(decode_array(data[0]["z"]), dtype=float)  # 2-D z may stay base64 in the browser
+
+
+def _wait_change(page, before: np.ndarray, index: int = 0, timeout_ms: int = 60_000) -> np.ndarray:
+    """Wait until the index-th chart's z differs from `before` (the rerun replaced the figure)."""
+    step = 250
+    for _ in range(timeout_ms // step):
+        wait_for_run(page)
+        now = _z(page, index)
+        if now.shape != before.shape or not np.allclose(now, before):
+            return now
+        page.wait_for_timeout(step)
+    raise AssertionError("the sinusoidal table did not change")
+
+
+def _full_height_screenshot(page, name: str):
+    """Grow the window to the page's height (Streamlit scrolls inside stMain), then screenshot."""
+    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": int(height) + 80})
+    page.wait_for_timeout(1500)  # plotly resizes its charts to the new window
+    return screenshot(page, name)
+
+
+def test_positions_page_in_a_browser(server_url, page):
+    # The app's entry first: a fresh server asked straight for /positions runs the page file on its own
+    # (Streamlit's pages/ folder discovery), without app.py's navigation and wide layout.
+    open_page(page, server_url, timeout=240_000)
+    # ext= in the URL runs the extrapolation panel right away (a shared link shows the curves).
+    open_page(page, f"{server_url}/positions?model=induction-sinusoidal&ext=20", timeout=240_000,
+              last="text=cannot extrapolate")
+    assert_no_exception(page)
+    page.wait_for_function(f"() => document.querySelectorAll(\"{CHARTS}\").length >= 15", timeout=60_000)
+
+    z0 = _z(page, 0)
+    np.testing.assert_allclose(z0, P.sinusoidal_table(64, 64, 10000), atol=1e-5)
+
+    # One step left on the base slider: 10,000 -> 5,000, and the table follows.
+    slider = page.locator("[data-testid='stSlider'] input[type='range'][aria-label='Base b']")
+    slider.focus()
+    slider.press("ArrowLeft")
+    z1 = _wait_change(page, z0)
+    np.testing.assert_allclose(z1, P.sinusoidal_table(64, 64, 5000), atol=1e-5)
+    assert parse_qs(urlparse(page.url).query)["base"] == ["5000"]
+
+    # The learned model refused the long inputs with its own message; the page carried on.
+    alert = page.locator("[data-testid='stAlert']").filter(has_text="cannot extrapolate")
+    assert alert.count() == 1 and "21 positions" in alert.inner_text()
+    assert_no_exception(page)
+    path = _full_height_screenshot(page, "positions")
+    assert path.stat().st_size > 50_000
