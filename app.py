@@ -1,23 +1,23 @@
-"""Transformer Glassbox: the Streamlit entry point. Page config, navigation over pages/, nothing else."""
+"""Transformer Glassbox: the Streamlit entry point. Page config, navigation over pages/, nothing else.
+
+The page list lives in ui/nav.py (the home page draws its map from the same list). A page whose
+file is missing is left out of the menu instead of breaking every page; tests/app/test_shell.py
+fails until every listed page exists.
+"""
 
 import streamlit as st
+
+from ui.nav import sections
 
 st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide")
 
 PAGES = {
-    "Start": [
-        st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
-    ],
-    "Look inside": [
-        st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:", url_path="attention"),
-        st.Page("pages/positions.py", title="Positions", icon=":material/linear_scale:", url_path="positions"),
-        st.Page("pages/heads.py", title="Heads", icon=":material/hub:", url_path="heads"),
-        st.Page("pages/masks.py", title="Masks", icon=":material/visibility_off:", url_path="masks"),
-        st.Page("pages/depth.py", title="Depth", icon=":material/layers:", url_path="depth"),
-    ],
-    "Build": [
-        st.Page("pages/train.py", title="Train", icon=":material/model_training:", url_path="train"),
-    ],
+    section: [
+        st.Page(p.path, title=p.title, icon=p.icon, default=True) if not p.url_path
+        else st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path)
+        for p in pages if p.exists
+    ]
+    for section, pages in sections().items()
 }
 
-st.navigation(PAGES).run()
+st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()

@@ -6,6 +6,7 @@ temperature, ablations) is an argument of a call on it.
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 import streamlit as st
@@ -27,8 +28,14 @@ def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
     return model, meta
 
 
-def manifest() -> list[dict]:
+@st.cache_data(ttl=10, show_spinner=False)
+def _manifest() -> list[dict]:
     return checkpoints.read_manifest()
+
+
+def manifest() -> list[dict]:
+    """The bundled models' manifest (re-read at most every 10 s, not on every rerun of every page)."""
+    return _manifest()
 
 
 def user_models() -> dict:
@@ -64,13 +71,21 @@ def get_model(model_id: str, device: str = "cpu") -> tuple[Transformer, dict]:
     """The model and its metadata: bundled (cached for everyone) or from this session."""
     if model_id in user_models():
         model, meta = user_models()[model_id]
-        return model.to(device), meta
+        if model.device != torch_device(device):
+            model = model.to(device)
+        return model, meta
     return _bundled(model_id, device)
 
 
+@functools.lru_cache(maxsize=1)
+def _devices() -> tuple[str, ...]:
+    return tuple(available_devices())
+
+
 def devices() -> list[str]:
-    return available_devices()
+    """The devices this machine offers, best first (asked once per process: hardware does not change)."""
+    return list(_devices())
 
 
 def torch_device(name: str) -> torch.device:
-    return torch.device(name if name in available_devices() else "cpu")
+    return torch.device(name if name in _devices() else "cpu")

@@ -12,6 +12,7 @@ import streamlit as st
 
 _NOTES_KEY = "glassbox.url_notes"
 _SEEDED_KEY = "glassbox.url_seeded"
+_KEPT_KEY = "glassbox.kept"  # {widget key: last value}, survives page switches
 MAX_PARAM_CHARS = 2000
 
 
@@ -101,15 +102,25 @@ def seed(key: str, param: str, parse: Callable[[str], object], default, valid: C
     it is reset to `default`. Call before creating the widget, and create it with `key=key` only.
     """
     seeded = st.session_state.setdefault(_SEEDED_KEY, set())
+    kept = st.session_state.setdefault(_KEPT_KEY, {})
     if key not in seeded:
         seeded.add(key)
         value = parse(param)
         st.session_state[key] = default if value is None else value
-    elif key not in st.session_state:
-        st.session_state[key] = default
+    else:
+        # Widget state is per page (Streamlit puts the page into a widget's id): on another page the
+        # same key starts a new widget that would ignore the old value. Writing the value back as
+        # user state hands it to the new widget; if none is left, use this session's last value.
+        st.session_state[key] = st.session_state[key] if key in st.session_state else kept.get(key, default)
     if valid is not None and not valid(st.session_state[key]):
         st.session_state[key] = default
+    kept[key] = st.session_state[key]
     return st.session_state[key]
+
+
+def is_seeded(key: str) -> bool:
+    """True once `seed` has read the URL for this widget key in this session."""
+    return key in st.session_state.get(_SEEDED_KEY, ())
 
 
 def write(**values) -> None:

@@ -6,6 +6,7 @@ The choices survive page switches (their own session_state keys) and live in the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -51,9 +52,9 @@ class Selection:
         """Labels of the output positions (the decoder side for encoder-decoder)."""
         return self.tgt_tokens if self.tgt_tokens is not None else self.tokens
 
-    @property
+    @functools.cached_property
     def cache_key(self) -> tuple:
-        """A hashable identity of (model, device, input) for st.cache_data."""
+        """A hashable identity of (model, device, input) for st.cache_data (computed once per Selection)."""
         tgt = tuple(self.tgt_ids[0].tolist()) if self.tgt_ids is not None else None
         return (self.model_id, self.device, tuple(self.ids[0].tolist()), tgt)
 
@@ -70,7 +71,18 @@ def _max_tokens(model: Transformer) -> int:
 
 
 def _example(task: Task, arch: str, seed: int) -> str:
-    return " ".join(t for t in task.example(arch, seed=seed) if t != "<pad>")
+    return _example_text(task.name, arch, seed)
+
+
+def example_text(task: Task, arch: str, seed: int) -> str:
+    """The task's example number `seed` for this architecture, as space-separated tokens (cached)."""
+    return _example_text(task.name, arch, seed)
+
+
+@functools.lru_cache(maxsize=1024)
+def _example_text(task_name: str, arch: str, seed: int) -> str:
+    """The task's example for a seed as text (deterministic, so kept: the sidebar asks on every rerun)."""
+    return " ".join(t for t in get_task(task_name).example(arch, seed=seed) if t != "<pad>")
 
 
 def _pick_model() -> str:
@@ -152,7 +164,7 @@ def shared_sidebar() -> Selection:
         ids = torch.tensor([task.vocab.encode(tokens)], device=model.device)  # [1, pos]
         tgt_tokens = tgt_ids = None
         if arch == "encoder-decoder":
-            tgt_tokens, tgt_ids = _target_side(model, task, ids, cap)
+            tgt_tokens, tgt_ids = _target_side(model_id, device, task, ids, cap)
         try:
             targets = task.label(tokens, arch, tgt=tgt_tokens)
         except ValueError as exc:
@@ -164,18 +176,16 @@ def shared_sidebar() -> Selection:
     return Selection(model_id, model, meta, task, device, tokens, ids, tgt_tokens, tgt_ids, targets, notes)
 
 
-def _target_side(model: Transformer, task: Task, src_ids: torch.Tensor, cap: int):
+def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, cap: int):
     """The decoder's input for an encoder-decoder model: its own greedy output, or typed."""
     vocab = task.vocab
     query.seed(TGT_MODE_KEY, "tgt", lambda p: TYPED if query.parse_text(p) else None, GREEDY)
     mode = st.radio("Decoder input", [GREEDY, TYPED], key=TGT_MODE_KEY,
                     help="Cross-attention needs a target side: let the model write it, or type one.")
-    steps = min(src_ids.shape[1] + 1, cap - 1)
-    generated = model.generate(src_ids, steps, tgt_prefix=torch.tensor([[vocab.bos_id]], device=src_ids.device))
-    greedy_tokens = vocab.decode(generated[0, :-1].tolist())  # <bos> y1 .. : what the decoder read
+    greedy_tokens, greedy_ids = greedy_target(model_id, device, task, src_ids, cap)
     if mode == GREEDY:
         st.caption("Decoder input: `" + " ".join(greedy_tokens) + "`")
-        return greedy_tokens, generated[:, :-1]
+        return greedy_tokens, greedy_ids
     query.seed(TGT_KEY, "tgt", query.parse_text, " ".join(greedy_tokens))
     text = st.text_input("Decoder input tokens", key=TGT_KEY, help="Start with <bos>.")
     tokens, problem = _tokenise(task, text, "decoder input", cap)
@@ -185,11 +195,52 @@ def _target_side(model: Transformer, task: Task, src_ids: torch.Tensor, cap: int
     return tokens, torch.tensor([vocab.encode(tokens)], device=src_ids.device)
 
 
-def prediction_table(sel: Selection, logits: torch.Tensor) -> list[dict]:
-    """One row per scored output position: the model's top token, the right one, and whether they agree."""
+@st.cache_data(max_entries=256, show_spinner=False)
+def _greedy_ids(model_id: str, device: str, src: tuple, steps: int, bos_id: int) -> tuple:
+    """Greedy decoder output for one source (cached: every rerun of every page needs it)."""
+    model, _ = models.get_model(model_id, device)
+    src_ids = torch.tensor([src], device=model.device)  # [1 pos]
+    generated = model.generate(src_ids, steps, tgt_prefix=torch.tensor([[bos_id]], device=model.device))
+    return tuple(generated[0, :-1].tolist())  # <bos> y1 .. : what the decoder read
+
+
+def greedy_target(model_id: str, device: str, task: Task, src_ids: torch.Tensor,
+                  cap: int = MAX_INPUT_TOKENS) -> tuple[list[str], torch.Tensor]:
+    """The decoder input an encoder-decoder model writes for itself: (tokens, ids [1, tgt_pos]), cached."""
+    steps = min(src_ids.shape[1] + 1, cap - 1)
+    ids = list(_greedy_ids(model_id, device, tuple(src_ids[0].tolist()), steps, task.vocab.bos_id))
+    return task.vocab.decode(ids), torch.tensor([ids], device=src_ids.device)  # [1 tgt_pos]
+
+
+def selection_for(sel: Selection, text: str, what: str = "second input") -> tuple[Optional[Selection], Optional[str]]:
+    """The same model on another typed input (e.g. to compare two inputs): (Selection, None) or (None, problem).
+
+    Encoder-decoder models get their own greedy decoder input for the new source.
+    """
+    cap = _max_tokens(sel.model)
+    tokens, problem = _tokenise(sel.task, text, what, cap)
+    if problem:
+        return None, problem
+    ids = torch.tensor([sel.task.vocab.encode(tokens)], device=sel.model.device)  # [1 pos]
+    tgt_tokens = tgt_ids = None
+    if sel.arch == "encoder-decoder":
+        tgt_tokens, tgt_ids = greedy_target(sel.model_id, sel.device, sel.task, ids, cap)
+    try:
+        targets = sel.task.label(tokens, sel.arch, tgt=tgt_tokens)
+    except ValueError:
+        targets = None
+    return Selection(sel.model_id, sel.model, sel.meta, sel.task, sel.device, tokens, ids, tgt_tokens, tgt_ids,
+                     targets), None
+
+
+def prediction_table(sel: Selection, logits) -> list[dict]:
+    """One row per scored output position: the model's top token, the right one, and whether they agree.
+
+    `logits` `[1 pos vocab]` may be a torch tensor or a numpy array (as `ui.runs.run` returns).
+    """
     if sel.targets is None:
         return []
-    probs = torch.softmax(logits[0].float(), dim=-1)  # [pos vocab]
+    probs = torch.softmax(torch.as_tensor(logits)[0].float(), dim=-1)  # [pos vocab]
     rows = []
     for p, target in enumerate(sel.targets):
         if target == IGNORE or p >= probs.shape[0]:

@@ -23,8 +23,13 @@ def unique_labels(tokens: Sequence[str]) -> list[str]:
 
 def attention_heatmap(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str],
                       title: str = "", height: Optional[int] = None, show_scale: bool = True,
-                      zmax: float = 1.0) -> go.Figure:
-    """One head's pattern `[q k]` as a heatmap: queries down the side, keys along the top."""
+                      zmax: float = 1.0, q_title: str = "query (attending)",
+                      k_title: str = "key (attended to)") -> go.Figure:
+    """One head's pattern `[q k]` as a heatmap: queries down the side, keys along the top.
+
+    Built in one Figure construction (no update_* calls afterwards): several times faster, which
+    matters on pages that draw many heatmaps per rerun.
+    """
     pattern = np.asarray(pattern, dtype=np.float32)
     if pattern.ndim != 2:
         raise ValueError(f"attention_heatmap needs a 2-D [q, k] array, got shape {pattern.shape}")
@@ -41,15 +46,14 @@ def attention_heatmap(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Se
         zrange = (0, 100)
         hover = "query %{y}<br>key %{x}<br>weight about %{z}%<extra></extra>"
         ticks = dict(tickvals=[0, 25, 50, 75, 100], ticktext=[f"{v * zmax / 100:g}" for v in (0, 25, 50, 75, 100)])
-    fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=y, zmin=zrange[0], zmax=zrange[1], colorscale=ATTENTION_SCALE,
-        hovertemplate=hover, showscale=show_scale,
-        colorbar=dict(title="weight", **(ticks or {})) if show_scale else None,
-    ))
-    fig.update_layout(
-        title=title or None, height=height or max(260, min(720, 60 + 22 * nq)),
+    trace = dict(type="heatmap", z=z, x=x, y=y, zmin=zrange[0], zmax=zrange[1], colorscale=ATTENTION_SCALE,
+                 hovertemplate=hover, showscale=show_scale)
+    if show_scale:
+        trace["colorbar"] = dict(title=dict(text="weight"), **(ticks or {}))
+    layout = dict(
+        title=dict(text=title) if title else None, height=height or max(260, min(720, 60 + 22 * nq)),
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        xaxis=dict(side="top", tickangle=-60, title="key (attended to)", automargin=True),
-        yaxis=dict(autorange="reversed", title="query (attending)", automargin=True),
+        xaxis=dict(side="top", tickangle=-60, title=dict(text=k_title), automargin=True),
+        yaxis=dict(autorange="reversed", title=dict(text=q_title), automargin=True),
     )
-    return fig
+    return go.Figure(data=[trace], layout={k: v for k, v in layout.items() if v is not None})

@@ -1,0 +1,282 @@
+"""Figures of the Attention page: the layer x head grid, token-to-token lines, one query's bars,
+the step-by-step bars, row entropy, and the difference of two patterns.
+
+Pure functions: numpy arrays and token lists in, plotly figures out. Attention weights always use
+the fixed 0..1 range and the colour-blind-safe Cividis scale (see core.figures.heatmaps).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from core.figures.heatmaps import ATTENTION_SCALE, EXACT_CELLS, attention_heatmap, unique_labels
+
+DIFF_SCALE = "RdBu"  # diverging, colour-blind-safe (ColorBrewer); centred at 0 with zmid
+QUERY_COLOUR = "#d95f02"  # the chosen query (orange reads well against Cividis blues and yellows)
+OTHER_COLOUR = "#3b528b"
+MASKED_COLOUR = "#bdbdbd"
+MAX_LINES = 3000  # the strongest lines drawn in the lines view; the rest would be invisible anyway
+MAX_LINE_LABELS = 40  # token labels written beside the lines view up to this many tokens per side
+FONT = dict(size=14)
+
+
+def head_heatmap(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], q_title: str,
+                 k_title: str, title: str = "", query: Optional[int] = None, height: Optional[int] = None) -> go.Figure:
+    """One head's pattern with named axes; the chosen query row is outlined in orange."""
+    fig = attention_heatmap(pattern, q_tokens, k_tokens, title=title, height=height, q_title=q_title,
+                            k_title=k_title)
+    layout = dict(font=FONT)
+    if title:
+        layout["title"] = _caption_title(title)
+        layout["margin"] = dict(l=10, r=10, t=10, b=44)
+    if query is not None and 0 <= query < len(q_tokens):
+        layout["shapes"] = [dict(type="rect", xref="x domain", yref="y", x0=0, x1=1, y0=query - 0.5, y1=query + 0.5,
+                                 line=dict(color=QUERY_COLOUR, width=3), fillcolor="rgba(0,0,0,0)")]
+    fig.update_layout(layout)
+    return fig
+
+
+def _caption_title(text: str) -> dict:
+    """A chart title set under the chart like a caption: keys label the top axis, so a title above would
+    collide with them (and exported PNGs keep it)."""
+    return dict(text=text, x=0.5, xanchor="center", xref="paper", yref="container", y=0, yanchor="bottom",
+                pad=dict(b=8), font=dict(size=16))
+
+
+def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str],
+                  selected: Optional[tuple[int, int]] = None, cell_px: int = 190) -> go.Figure:
+    """Every head of every layer `[layer head q k]` as a grid of small heatmaps on one 0..1 scale.
+
+    Rows are layers, columns are heads; the selected (layer, head) gets an orange frame. Above
+    `EXACT_CELLS` cells in all, weights ship as uint8 percentages to keep the payload small.
+    The subplot layout is written out directly (one Figure construction, no make_subplots),
+    which is several times faster to build.
+    """
+    patterns = np.asarray(patterns, dtype=np.float32)
+    if patterns.ndim != 4:
+        raise ValueError(f"overview_grid needs [layer head q k], got shape {patterns.shape}")
+    n_l, n_h, n_q, n_k = patterns.shape
+    if (len(q_tokens), len(k_tokens)) != (n_q, n_k):
+        raise ValueError(f"{len(q_tokens)} query and {len(k_tokens)} key labels for {n_q}x{n_k} patterns")
+    quantise = patterns.size > EXACT_CELLS
+    y, x = unique_labels(q_tokens), unique_labels(k_tokens)
+    show_ticks = max(n_q, n_k) <= 12
+    height = max(240, 70 + cell_px * n_l)
+    gap_x = min(0.04, 0.6 / n_h)
+    gap_y = min(0.6 / n_l, 40 / height) if n_l > 1 else 0.0
+    w = (1 - gap_x * (n_h - 1)) / n_h
+    h = (1 - gap_y * (n_l - 1)) / n_l
+    data, layout, notes = [], {}, []
+    for layer in range(n_l):
+        for head in range(n_h):
+            idx = layer * n_h + head + 1
+            ax = "" if idx == 1 else str(idx)
+            x0, y1 = head * (w + gap_x), 1 - layer * (h + gap_y)
+            z = patterns[layer, head]
+            if quantise:
+                z = np.clip(np.rint(z * 100), 0, 100).astype(np.uint8)  # percent
+                value = "weight about %{z}%"
+            else:
+                value = "weight %{z:.3f}"
+            data.append(dict(type="heatmap", z=z, x=x, y=y, coloraxis="coloraxis", xaxis=f"x{ax}", yaxis=f"y{ax}",
+                             hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>{value}"
+                                           "<extra></extra>"))
+            layout[f"xaxis{ax}"] = dict(domain=[x0, x0 + w], anchor=f"y{ax}", showticklabels=show_ticks,
+                                        ticks="outside" if show_ticks else "", tickangle=-60, tickfont=dict(size=10))
+            layout[f"yaxis{ax}"] = dict(domain=[y1 - h, y1], anchor=f"x{ax}", autorange="reversed",
+                                        ticks="outside" if show_ticks else "", showticklabels=show_ticks,
+                                        tickfont=dict(size=10))
+            notes.append(dict(text=f"layer {layer} · head {head}", x=x0 + w / 2, y=y1, xref="paper", yref="paper",
+                              xanchor="center", yanchor="bottom", yshift=6, showarrow=False, font=dict(size=14)))
+    shapes = []
+    if selected is not None and 0 <= selected[0] < n_l and 0 <= selected[1] < n_h:
+        idx = selected[0] * n_h + selected[1] + 1
+        ax = "" if idx == 1 else str(idx)
+        shapes.append(dict(type="rect", xref=f"x{ax} domain", yref=f"y{ax} domain", x0=-0.025, x1=1.025,
+                           y0=-0.025, y1=1.01, line=dict(color=QUERY_COLOUR, width=4)))
+    top = 100 if quantise else 1.0
+    ticks = dict(tickvals=[0, 25, 50, 75, 100], ticktext=["0", "0.25", "0.5", "0.75", "1"]) if quantise else {}
+    layout.update(
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=top, colorbar=dict(title=dict(text="weight"), **ticks)),
+        height=height, margin=dict(l=10, r=10, t=40, b=10), font=FONT, annotations=notes, shapes=shapes,
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def lines_view(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str],
+               query: Optional[int] = None, min_weight: float = 0.02, q_title: str = "queries",
+               k_title: str = "keys", height: Optional[int] = None) -> go.Figure:
+    """Queries on the left, keys on the right, a line per (query, key) with width and opacity = weight.
+
+    Lines below `min_weight` are left out. The chosen query's lines are orange and drawn on top.
+    Lines are grouped into weight bins (one trace per bin) so a 128-token head stays fast. Above
+    `MAX_LINE_LABELS` tokens the labels move to the hover (they would overlap).
+    """
+    pattern = np.asarray(pattern, dtype=np.float64)
+    n_q, n_k = pattern.shape
+    if (len(q_tokens), len(k_tokens)) != (n_q, n_k):
+        raise ValueError(f"{len(q_tokens)} query and {len(k_tokens)} key labels for a {n_q}x{n_k} pattern")
+    n = max(n_q, n_k)
+    yq, yk = _spread(n_q, n), _spread(n_k, n)
+    data = []
+    qi, ki = np.nonzero(pattern >= min_weight)
+    w = pattern[qi, ki]
+    if w.size > MAX_LINES:
+        keep = np.argsort(w)[-MAX_LINES:]
+        qi, ki, w = qi[keep], ki[keep], w[keep]
+    chosen = (qi == query) if query is not None else np.zeros_like(qi, dtype=bool)
+    bins = np.linspace(0, 1, 9)
+    for highlight in (False, True):
+        for b in range(len(bins) - 1):
+            sel = (chosen == highlight) & (w >= bins[b]) & ((w < bins[b + 1]) | (b == len(bins) - 2))
+            if not sel.any():
+                continue
+            xs = np.tile(np.array([0.0, 1.0, np.nan]), sel.sum())
+            ys = np.stack([yq[qi[sel]], yk[ki[sel]], np.full(sel.sum(), np.nan)], axis=1).ravel()  # [line*3]
+            mid = (bins[b] + bins[b + 1]) / 2
+            data.append(dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                             line=dict(color=QUERY_COLOUR if highlight else OTHER_COLOUR, width=0.6 + 9 * mid),
+                             opacity=0.95 if highlight else min(1.0, 0.25 + mid)))
+    q_labels, k_labels = unique_labels(q_tokens), unique_labels(k_tokens)
+    best = pattern.argmax(axis=1)
+    q_hover = [f"query {q_labels[i]}<br>strongest key {k_labels[best[i]]} ({pattern[i, best[i]]:.3f})"
+               for i in range(n_q)]
+    q_colours = [QUERY_COLOUR if i == query else "#222222" for i in range(n_q)]
+    mode = "markers+text" if n <= MAX_LINE_LABELS else "markers"  # beyond that, labels would overlap: hover
+    data.append(dict(type="scatter", x=np.zeros(n_q), y=yq, mode=mode, text=q_labels,
+                     textposition="middle left", marker=dict(size=8, color=q_colours),
+                     textfont=dict(color=q_colours, size=13), hovertext=q_hover, hoverinfo="text", showlegend=False))
+    received = pattern.sum(axis=0)
+    k_hover = [f"key {k_labels[j]}<br>total weight received {received[j]:.2f}" for j in range(n_k)]
+    data.append(dict(type="scatter", x=np.ones(n_k), y=yk, mode=mode, text=k_labels,
+                     textposition="middle right", marker=dict(size=8, color="#222222"), textfont=dict(size=13),
+                     hovertext=k_hover, hoverinfo="text", showlegend=False))
+    layout = dict(
+        height=height or max(300, min(900, 80 + 24 * n)), margin=dict(l=10, r=10, t=40, b=10), font=FONT,
+        xaxis=dict(range=[-0.55, 1.55], showgrid=False, zeroline=False, tickvals=[0, 1], ticktext=[q_title, k_title],
+                   side="top", fixedrange=True),
+        yaxis=dict(range=[n - 0.5, -0.5], showgrid=False, zeroline=False, showticklabels=False, fixedrange=True),
+        plot_bgcolor="white",
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def _spread(m: int, n: int) -> np.ndarray:
+    """m positions spread over the height of n rows (so unequal sides line up top and bottom)."""
+    if m == 1:
+        return np.array([(n - 1) / 2])
+    return np.linspace(0, n - 1, m)
+
+
+def query_bars(weights: np.ndarray, k_tokens: Sequence[str], allowed: Optional[np.ndarray] = None,
+               title: str = "", k_title: str = "key") -> go.Figure:
+    """The chosen query's weight on every key as bars on a fixed 0..1 axis; masked keys in grey."""
+    weights = np.asarray(weights, dtype=np.float64)
+    n = weights.size
+    allowed = np.ones(n, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    labels = unique_labels(k_tokens)
+    colours = [OTHER_COLOUR if a else MASKED_COLOUR for a in allowed]
+    text = [f"{w:.2f}" if a else "masked" for w, a in zip(weights, allowed)] if n <= 40 else None
+    bar = dict(type="bar", x=labels, y=np.where(allowed, weights, 0.0), marker=dict(color=colours), text=text,
+               textposition="outside", customdata=np.where(allowed, "allowed", "masked (cannot be seen)"),
+               hovertemplate="key %{x}<br>weight %{y:.4f}<br>%{customdata}<extra></extra>", cliponaxis=False)
+    layout = dict(height=320, margin=dict(l=10, r=10, t=50 if title else 20, b=10), font=FONT,
+                  yaxis=dict(range=[0, 1.12], title=dict(text="weight α"), tickvals=[0, 0.25, 0.5, 0.75, 1]),
+                  xaxis=dict(title=dict(text=k_title), tickangle=-60 if n > 8 else 0, type="category",
+                             automargin=True))
+    if title:
+        layout["title"] = dict(text=title)
+    return go.Figure(data=[bar], layout=layout)
+
+
+def steps_bars(scores: np.ndarray, weights: np.ndarray, labels: Sequence[str],
+               allowed: Optional[np.ndarray] = None) -> go.Figure:
+    """Scores before softmax (left) next to weights after it (right), one bar per key."""
+    scores = np.asarray(scores, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    allowed = np.ones(scores.size, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    labels = list(labels)
+    shown_scores = np.where(allowed, scores, 0.0)
+    data = [
+        dict(type="bar", x=labels, y=shown_scores, marker=dict(color=np.where(allowed, OTHER_COLOUR, MASKED_COLOUR)),
+             text=[f"{s:.4g}" if a else "−∞ (masked)" for s, a in zip(scores, allowed)], textposition="outside",
+             cliponaxis=False, showlegend=False, hovertemplate="%{x}<br>score %{y:.4f}<extra></extra>",
+             xaxis="x", yaxis="y"),
+        dict(type="bar", x=labels, y=weights, marker=dict(color=np.where(allowed, QUERY_COLOUR, MASKED_COLOUR)),
+             text=[f"{w:.4f}" for w in weights], textposition="outside", cliponaxis=False, showlegend=False,
+             hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>", xaxis="x2", yaxis="y2"),
+    ]
+    lo = min(0.0, float(shown_scores.min())) if shown_scores.size else 0.0
+    hi = max(0.0, float(shown_scores.max())) if shown_scores.size else 1.0
+    pad = 0.2 * max(hi - lo, 1e-6)
+    angle = -60 if len(labels) > 8 else 0
+    x_axis = dict(type="category", tickangle=angle, automargin=True)
+    notes = [dict(text=t, x=x, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+                  showarrow=False, font=dict(size=14))
+             for t, x in (("score = q·k × scale (before softmax)", 0.22), ("weight α = softmax(score)", 0.78))]
+    layout = dict(
+        xaxis=dict(domain=[0, 0.44], anchor="y", **x_axis), xaxis2=dict(domain=[0.56, 1], anchor="y2", **x_axis),
+        yaxis=dict(anchor="x", range=[lo - (pad if lo < 0 else 0), hi + pad], title=dict(text="score")),
+        yaxis2=dict(anchor="x2", range=[0, 1.15], title=dict(text="weight"), tickvals=[0, 0.25, 0.5, 0.75, 1]),
+        annotations=notes, height=340, margin=dict(l=10, r=10, t=50, b=10), font=FONT,
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def entropy_bars(before: np.ndarray, after: np.ndarray, limit: np.ndarray, q_tokens: Sequence[str],
+                 temperature: float, q_title: str = "query") -> go.Figure:
+    """Entropy (bits) of each query row at T = 1 and at the chosen T, with the uniform maximum as a marker."""
+    labels = unique_labels(q_tokens)
+    data = [
+        dict(type="bar", x=labels, y=before, name="T = 1 (as trained)", marker=dict(color=OTHER_COLOUR),
+             hovertemplate="%{x}<br>%{y:.3f} bits<extra>T = 1</extra>"),
+        dict(type="bar", x=labels, y=after, name=f"T = {temperature:g}", marker=dict(color=QUERY_COLOUR),
+             hovertemplate="%{x}<br>%{y:.3f} bits<extra>T = " + f"{temperature:g}</extra>"),
+        dict(type="scatter", x=labels, y=limit, mode="markers", name="uniform (largest possible)",
+             marker=dict(symbol="line-ew-open", size=22, color="#222222", line=dict(width=3, color="#222222")),
+             hovertemplate="%{x}<br>uniform: %{y:.3f} bits<extra></extra>"),
+    ]
+    top = float(np.max(limit)) if np.size(limit) else 1.0
+    layout = dict(barmode="group", height=340, margin=dict(l=10, r=10, t=30, b=10), font=FONT,
+                  yaxis=dict(title=dict(text="entropy (bits)"), range=[0, max(top, 0.1) * 1.15]),
+                  xaxis=dict(title=dict(text=q_title), type="category", tickangle=-60 if len(labels) > 8 else 0,
+                             automargin=True),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return go.Figure(data=data, layout=layout)
+
+
+def difference_heatmap(diff: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "",
+                       q_title: str = "query", k_title: str = "key", height: Optional[int] = None) -> go.Figure:
+    """A - B on a diverging scale centred at 0 (blue: A attends more, red: B attends more).
+
+    The colour range is symmetric, ±(largest |difference|, at least 0.05), so small changes show.
+    Above `EXACT_CELLS` cells the differences ship as int8 percentages of that range.
+    """
+    diff = np.asarray(diff, dtype=np.float32)
+    n_q, n_k = diff.shape
+    y, x = unique_labels(q_tokens)[:n_q], unique_labels(k_tokens)[:n_k]
+    limit = float(max(0.05, np.abs(diff).max() if diff.size else 0.0))
+    if diff.size > EXACT_CELLS:
+        z = np.clip(np.rint(diff / limit * 100), -100, 100).astype(np.int8)  # percent of the range
+        zr = 100.0
+        hover = "query %{y}<br>key %{x}<br>A − B about %{z}% of ±" + f"{limit:.2f}<extra></extra>"
+        ticks = dict(tickvals=[-100, -50, 0, 50, 100], ticktext=[f"{v * limit:+.2f}" for v in (-1, -0.5, 0, 0.5, 1)])
+    else:
+        z, zr = diff, limit
+        hover = "query %{y}<br>key %{x}<br>A − B = %{z:+.3f}<extra></extra>"
+        ticks = {}
+    trace = dict(type="heatmap", z=z, x=x, y=y, zmin=-zr, zmax=zr, zmid=0, colorscale=DIFF_SCALE,
+                 hovertemplate=hover, colorbar=dict(title=dict(text="A − B"), **ticks))
+    layout = dict(
+        height=height or max(260, min(720, 60 + 22 * n_q)), font=FONT,
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        xaxis=dict(side="top", tickangle=-60, title=dict(text=k_title), automargin=True),
+        yaxis=dict(autorange="reversed", title=dict(text=q_title), automargin=True),
+    )
+    if title:
+        layout["title"] = _caption_title(title)
+        layout["margin"] = dict(l=10, r=10, t=10, b=44)
+    return go.Figure(data=[trace], layout=layout)

@@ -1,0 +1,31 @@
+"""Attention: every head at a glance, one head up close, and one query taken apart to the arithmetic.
+
+Thin page: the sidebar's model and input, the idea, then ui.attention_view's controls and tabs
+(which call core.analysis.attention and core.figures.attention).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import attention_view as V
+from ui.page import header
+from ui.sidebar import MAX_INPUT_TOKENS, shared_sidebar
+
+sel = shared_sidebar()
+V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title
+header(
+    "Attention",
+    "Attention is how a token gathers information from the other tokens. Each token asks a **query** (what am "
+    "I looking for?), every token offers a **key** (what do I hold?) and a **value** (what I hand over if "
+    "picked). The query is compared with each key by a dot product, the scores are scaled and a mask hides "
+    "keys that may not be seen, softmax turns the scores into weights that are positive and add up to 1, and "
+    "the token receives the weighted average of the values. A **head** is one such set of queries, keys and "
+    "values; each layer runs several heads side by side, each free to look for something different.",
+    r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
+    r"\qquad M_{ij}=\begin{cases}0 & \text{query } i \text{ may see key } j\\ -\infty & \text{otherwise}\end{cases}",
+)
+st.caption(f"Inputs are capped at {MAX_INPUT_TOKENS} tokens (set in the sidebar) so that every pattern can be "
+           f"drawn; above 128×128 cells a heatmap's hover shows weights rounded to the nearest percent.")
+view = V.controls(sel)
+V.draw(sel, view)

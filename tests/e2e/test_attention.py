@@ -1,0 +1,163 @@
+"""Real browser: every page of the app loads without an exception, and on the Attention page a
+slider and a select change the heatmap. Screenshots go to test-artifacts/screenshots/.
+
+With GLASSBOX_THUMBNAILS=1 the first chart of each page is also saved, shrunk, as the home page's
+picture in assets/images/<url_path>.png.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+
+from tests.app.conftest import decode_array
+from tests.e2e.conftest import SCREENSHOTS, assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+from ui.nav import IMAGES, PAGES
+
+pytestmark = pytest.mark.e2e
+CHART = "[data-testid='stPlotlyChart'] .js-plotly-plot"
+THUMB_WIDTH, THUMB_HEIGHT = 560, 300
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _app_mode(server_url, browser):
+    """The very first script run of a fresh server uses Streamlit's old pages/-folder mode (app.py does
+    not run: no sections, no wide layout) until st.navigation has been called once. Open the home page
+    first so the tests see the app as every later visitor does."""
+    warm = browser.new_page()
+    try:
+        open_page(warm, server_url, timeout=180_000)
+    finally:
+        warm.close()
+
+
+def _tall_screenshot(page, name: str, width: int = 1400, cap: int = 9000):
+    """A screenshot of the whole page: Streamlit scrolls inside its main block, so a full-page shot of the
+    window would stop at the viewport; make the viewport as tall as the content first."""
+    height = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
+                           " return m ? m.scrollHeight : document.body.scrollHeight; }")
+    page.set_viewport_size({"width": width, "height": int(min(max(height, 1000), cap))})
+    page.wait_for_timeout(1500)  # plotly charts and data grids redraw for the new viewport
+    wait_for_run(page)
+    page.wait_for_function("() => !document.querySelector(\"[data-testid='stSkeleton']\")", timeout=60_000)
+    path = screenshot(page, name)
+    page.set_viewport_size({"width": width, "height": 1000})
+    return path
+
+
+def _thumbnail(page, name: str) -> None:
+    """The page's first chart (or its top when it has none), shrunk for the home page's map."""
+    from PIL import Image
+
+    target = SCREENSHOTS / f"thumb_{name}.png"
+    charts = page.locator("[data-testid='stPlotlyChart']")
+    if charts.count():
+        charts.first.scroll_into_view_if_needed()
+        charts.first.screenshot(path=str(target))
+    else:
+        box = page.locator("[data-testid='stMain']").bounding_box()
+        page.screenshot(path=str(target), clip=dict(x=box["x"], y=box["y"], width=box["width"],
+                                                     height=min(box["height"], 800)))
+    if os.environ.get("GLASSBOX_THUMBNAILS") == "1":
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        with Image.open(target) as img:
+            img = img.convert("RGB")
+            img.thumbnail((THUMB_WIDTH, THUMB_HEIGHT))
+            card = Image.new("RGB", (THUMB_WIDTH, THUMB_HEIGHT), "white")  # one shape for every card
+            card.paste(img, ((THUMB_WIDTH - img.width) // 2, (THUMB_HEIGHT - img.height) // 2))
+            card.save(IMAGES / f"{name}.png", optimize=True)
+
+
+def _z(page, index: int = 0) -> np.ndarray:
+    data = plotly_data(page, index)
+    assert data, f"no plotly chart number {index} on the page"
+    return _array(data[0]["z"])
+
+
+def _array(value) -> np.ndarray:
+    """A trace array as the browser holds it: a list, or plotly's {dtype, bdata, shape} typed-array spec."""
+    if isinstance(value, dict) and "bdata" in value:
+        return decode_array(value).astype(float)
+    return np.asarray(value, dtype=float)
+
+
+def _wait_change(page, before: np.ndarray, index: int = 0, timeout_ms: int = 60_000) -> np.ndarray:
+    """Wait until the index-th chart's z differs from `before` (the rerun replaced the figure)."""
+    step = 250
+    for _ in range(timeout_ms // step):
+        wait_for_run(page)
+        try:
+            now = _z(page, index)
+        except AssertionError:
+            now = None
+        if now is not None and (now.shape != before.shape or not np.allclose(now, before)):
+            return now
+        page.wait_for_timeout(step)
+    raise AssertionError("the heatmap did not change")
+
+
+def test_every_page_loads_without_an_exception(server_url, page):
+    missing = [p.path for p in PAGES if not p.exists]
+    assert not missing, f"pages listed in the menu whose files are missing: {missing}"
+    for info in PAGES:
+        open_page(page, f"{server_url}/{info.url_path}", timeout=180_000)
+        assert_no_exception(page)
+        name = info.url_path or "home"
+        _tall_screenshot(page, f"page_{name}")
+        if info.url_path:
+            _thumbnail(page, name)
+
+
+def test_slider_and_select_change_the_heatmap(server_url, page):
+    open_page(page, f"{server_url}/attention?model=induction-sinusoidal&view=head&layer=1", timeout=180_000,
+              last="[data-testid='stPlotlyChart'] >> nth=2")
+    assert_no_exception(page)
+    _tall_screenshot(page, "attention_head")
+    z0 = _z(page)
+    assert z0.ndim == 2 and np.allclose(z0.sum(axis=1), 1, atol=1e-3)
+
+    # A select: the Head buttons open another head.
+    page.locator("[data-testid='stButtonGroup']").nth(1).get_by_role("radio", name="2", exact=True).click()
+    z1 = _wait_change(page, z0)
+    assert "head=2" in page.url
+
+    # A slider: one step left on the temperature sharpens every row.
+    slider = page.locator("[data-testid='stSlider'] input[type='range']").first
+    slider.focus()
+    slider.press("ArrowLeft")
+    z2 = _wait_change(page, z1)
+    assert (z2.max(axis=1) >= z1.max(axis=1) - 1e-3).all()
+    assert parse_qs(urlparse(page.url).query)["temp"] == ["0.8"]
+
+    # The query select box moves the bar chart to another row of the heatmap.
+    page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").click()
+    page.get_by_role("option").nth(3).click()
+    wait_for_run(page)
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stPlotlyChart']\").length >= 3")
+    bars = plotly_data(page, 2)
+    np.testing.assert_allclose(_array(bars[0]["y"]), z2[3], atol=1e-3)
+    assert_no_exception(page)
+    _tall_screenshot(page, "attention_head_changed")
+
+    # The URL now holds the view: opening it again shows the same heatmap.
+    url = page.url
+    open_page(page, url, timeout=180_000, last="[data-testid='stPlotlyChart'] >> nth=2")
+    np.testing.assert_allclose(_z(page), z2, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, query", [
+    ("attention_grid", "model=induction-sinusoidal"),
+    ("attention_steps_toy", "model=induction-sinusoidal&view=steps&steps=toy"),
+    ("attention_steps_head", "model=sort-decoder&view=steps&layer=1&head=1"),
+    ("attention_temperature", "model=sort-decoder&view=temp&temp=0.33"),
+    ("attention_compare", "model=induction-sinusoidal&view=compare&layer2=1&head2=1"),
+    ("attention_cross", "model=reverse-encdec&view=head&kind=cross&layer=1"),
+    ("attention_export", "model=agreement-encoder&view=export"),
+])
+def test_views_render(server_url, page, name, query):
+    open_page(page, f"{server_url}/attention?{query}", timeout=180_000)
+    assert_no_exception(page)
+    _tall_screenshot(page, name)

@@ -1,0 +1,567 @@
+"""The Attention page's panels: the view controls, every head, one head, the arithmetic, the
+temperature, compare and export. pages/attention.py calls them in reading order.
+
+Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
+page script's source on every AppTest run, and this is most of the page's code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.analysis import attention as A
+from core.figures import attention as F
+from ui import query, runs
+from ui.figures import cached
+from ui.page import try_this
+from ui.sidebar import MAX_INPUT_TOKENS, Selection, example_text, selection_for
+
+TEMPERATURES = [0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0]
+STEPS_HEAD, STEPS_TOY = "head", "toy"
+CMP_HEADS, CMP_INPUTS = "heads", "inputs"
+PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-attention"}}
+SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would not fit a projector line)
+# The tabs: URL value -> label. Only the open tab is drawn, so a rerun pays for one view.
+VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
+VIEWS = {VIEW_GRID: "Every head", VIEW_HEAD: "One head", VIEW_STEPS: "Step by step", VIEW_TEMP: "Temperature",
+         VIEW_CMP: "Compare", VIEW_EXPORT: "Export"}
+
+# ---------------------------------------------------------------------------------------------
+# Cached work: one hooked run per (input, temperature), shared by every panel; figures are built
+# once per distinct input (see ui.figures.cached).
+# ---------------------------------------------------------------------------------------------
+
+
+grid_figure = cached(F.overview_grid)
+head_figure = cached(F.head_heatmap)
+lines_figure = cached(F.lines_view)
+bars_figure = cached(F.query_bars)
+steps_figure = cached(F.steps_bars)
+entropy_figure = cached(F.entropy_bars)
+diff_figure = cached(F.difference_heatmap)
+
+
+def run_patterns(sel: Selection, kind: A.AttentionKind, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """(patterns [layer head q k], logits [1 pos vocab]) of one kind of attention at a temperature."""
+    out = runs.run(sel, A.pattern_names(kind, sel.model.cfg.n_layers), temperature=temperature)
+    return A.stack_patterns(out, kind, sel.model.cfg.n_layers), out["logits"]
+
+
+def run_steps(sel: Selection, kind: A.AttentionKind, layer: int, temperature: float) -> dict:
+    """q, k, v, mask, scores, pattern and z of one layer (what the arithmetic panel recomputes)."""
+    return runs.run(sel, A.step_names(kind, layer, sel.model.cfg.pos), temperature=temperature)
+
+
+# ---------------------------------------------------------------------------------------------
+# The view: which attention, layer, head, query and temperature (all in the URL)
+# ---------------------------------------------------------------------------------------------
+
+
+def _seed_kind(kinds: list[A.AttentionKind]) -> A.AttentionKind:
+    """The kind from the URL (encoder-decoder models only; default: cross-attention)."""
+    by_key = {k.key: k for k in kinds}
+    if len(kinds) == 1:
+        return kinds[0]
+    return by_key[query.seed("attention.kind", "kind", lambda p: query.parse_choice(p, list(by_key)), "cross",
+                             valid=lambda v: v in by_key)]
+
+
+def pick_kind(sel: Selection) -> A.AttentionKind:
+    """Which attention to look at: only encoder-decoder models have more than one kind."""
+    kinds = A.attention_kinds(sel.arch)
+    by_key = {k.key: k for k in kinds}
+    if len(kinds) == 1:
+        kind = kinds[0]
+        other = "an encoder-decoder model (for example *reverse-encdec*)"
+        st.info(f"This model is {'an encoder' if sel.arch == 'encoder' else 'a decoder'}, so it has one kind "
+                f"of attention: **{kind.label}**. {kind.blurb} Pick {other} in the sidebar to see cross-attention, "
+                f"where queries come from the target and keys from the source.", icon=":material/info:")
+        return kind
+    _seed_kind(kinds)
+    key = st.segmented_control("Which attention", list(by_key), key="attention.kind", required=True,
+                               format_func=lambda k: by_key[k].label)
+    kind = by_key[key]
+    st.caption(kind.blurb)
+    return kind
+
+
+def _seed_int(key: str, param: str, n: int, default: int) -> int:
+    """An integer 0..n-1 from the URL, clamped with a note; reset to `default` when it no longer fits."""
+    return query.seed(key, param, lambda p: query.parse_int(p, 0, n - 1), default,
+                      valid=lambda v: isinstance(v, int) and 0 <= v < n)
+
+
+def int_picker(label: str, key: str, param: str, n: int, default: int, fmt=None, help: str | None = None,
+               buttons: int = 8) -> int:
+    """An integer choice 0..n-1 seeded from the URL (clamped); buttons when at most `buttons`, else a select box."""
+    _seed_int(key, param, n, default)
+    fmt = fmt or str
+    if n <= buttons:
+        return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
+    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help)
+
+
+def _seed_temperature() -> float:
+    """T from the URL: clamped to the slider's range and snapped to its nearest stop, with a note."""
+    def parse(p):
+        value = query.parse_float(p, TEMPERATURES[0], TEMPERATURES[-1])
+        if value is None:
+            return None
+        nearest = min(TEMPERATURES, key=lambda t: abs(np.log(t) - np.log(value)))
+        if abs(nearest - value) > 1e-9:
+            query.note(f"URL parameter temp={value:g} is not one of the slider's stops; using {nearest:g}.")
+        return nearest
+    return query.seed("attention.temp", "temp", parse, 1.0, valid=lambda v: v in TEMPERATURES)
+
+
+def pick_temperature() -> float:
+    """The softmax temperature T for this page's runs (scores are divided by T); 1 = as trained."""
+    _seed_temperature()
+    return st.select_slider("Temperature T (divides every score before softmax; 1 = as trained)", TEMPERATURES,
+                            key="attention.temp", format_func=lambda t: f"{t:g}",
+                            help="A per-call option: the shared model is not changed. T < 1 sharpens every "
+                                 "row towards one key, T > 1 flattens it towards uniform.")
+
+
+def _seed_view() -> dict:
+    """The open tab from the URL (`view`); returns label -> view."""
+    by_label = {label: view for view, label in VIEWS.items()}
+    query.seed("attention.view", "view", lambda p: VIEWS.get(query.parse_choice(p, list(VIEWS)) or ""),
+               VIEWS[VIEW_GRID], valid=lambda v: v in by_label)
+    return by_label
+
+
+def pick_view() -> dict:
+    """The tabs, one per view; the open one is in the URL as `view` and only it is drawn."""
+    by_label = _seed_view()
+    tabs = st.tabs(list(VIEWS.values()), key="attention.view", on_change="rerun")
+    view = by_label.get(st.session_state.get("attention.view"), VIEW_GRID)
+    query.write(view=None if view == VIEW_GRID else view)
+    return dict(zip(VIEWS, tabs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Panels
+# ---------------------------------------------------------------------------------------------
+
+
+def overview_panel(patterns: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind):
+    """Every layer x head as a small heatmap; the open head is framed in orange."""
+    n_l, n_h = patterns.shape[:2]
+    st.subheader("Every head at once")
+    st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. Inside a "
+                f"square, row *i* is a query token and column *j* a key token, and the colour is how much of "
+                f"query *i*'s attention goes to key *j* (0 dark blue to 1 yellow; every row adds up to 1). "
+                f"Hover to read the tokens and the weight. This model has {n_l} layers × {n_h} heads.")
+    st.plotly_chart(grid_figure(patterns, q_tokens, k_tokens, selected=(layer, head)),
+                    key="attention.fig_grid", config=PNG)
+
+
+def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, qpos: int,
+               kind: A.AttentionKind, temperature: float):
+    """One head: heatmap, token-to-token lines, and the chosen query's weights as bars."""
+    t = "" if temperature == 1 else f", T = {temperature:g}"
+    st.subheader(f"Layer {layer}, head {head} up close")
+    st.markdown("Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
+                "on the right**; a thicker, darker line carries more weight (lines under 0.02 are left out). "
+                "The chosen query's row is outlined in orange and its lines are drawn in orange.")
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(head_figure(pattern, q_tokens, k_tokens, kind.query_title, kind.key_title,
+                                    title=f"{kind.label}: layer {layer}, head {head}{t}", query=qpos,
+                                    height=max(440, min(900, 120 + 28 * len(q_tokens)))),
+                        key="attention.fig_head", config=PNG)
+    with right:
+        st.plotly_chart(lines_figure(pattern, q_tokens, k_tokens, query=qpos, q_title=kind.query_title,
+                                     k_title=kind.key_title), key="attention.fig_lines", config=PNG)
+    allowed = A.causal_allowed(len(q_tokens), len(k_tokens), kind.causal)[qpos]
+    st.plotly_chart(bars_figure(pattern[qpos], k_tokens, allowed, k_title=kind.key_title,
+                                 title=f"Where query {qpos}:{q_tokens[qpos]} looks (its row of the heatmap){t}"),
+                    key="attention.fig_bars", config=PNG)
+    hidden = int((~allowed).sum())
+    if kind.causal and hidden:
+        st.caption(f"The {hidden} grey bars are later keys the causal mask hides from this query: their weight "
+                   f"is exactly 0.")
+    elif kind.causal:
+        st.caption("This is the last query, so the causal mask hides nothing from it; pick an earlier query "
+                   "to see masked keys (grey bars with weight exactly 0).")
+
+
+def _vector_latex(v: np.ndarray, dims: int = SHOWN_DIMS) -> str:
+    """A vector as a LaTeX row, the first `dims` components to 3 decimals."""
+    shown = " & ".join(f"{x:.3f}" for x in v[:dims])
+    more = r" & \cdots" if v.size > dims else ""
+    return r"\begin{pmatrix}" + shown + more + r"\end{pmatrix}"
+
+
+def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int, qpos: int, q_tokens, k_tokens,
+                    temperature: float):
+    """The arithmetic of one real query, recomputed from the model's q, k, v and checked against it."""
+    cfg = sel.model.cfg
+    cache = run_steps(sel, kind, layer, temperature)
+    steps, checks = A.head_steps(cache, cfg, kind, layer, head, qpos, [f"{j}:{t}" for j, t in enumerate(k_tokens)],
+                                 f"{qpos}:{q_tokens[qpos]}", temperature)
+    rope = cfg.pos == "rope" and kind.module == "attn"
+    st.markdown(f"**1. The query.** Token {qpos}:`{q_tokens[qpos]}` is projected to a query vector with "
+                f"d_head = {cfg.d_head} numbers" + (" (after the RoPE rotation)" if rope else "") +
+                (", scaled to length 1 (this model uses cosine scores)" if cfg.score == "cosine" else "") + ":")
+    st.latex(r"q = x\,W_Q = " + _vector_latex(steps.q))
+    best = int(np.argmax(np.where(steps.allowed, steps.scores, -np.inf)))
+    st.markdown(f"**2. Compare with every key.** Each key token gets its own key vector k_j; the dot product "
+                f"q·k_j says how well they match. The best match here is key {best}, `{k_tokens[best]}`:")
+    st.latex(r"k_{" + str(best) + "} = " + _vector_latex(steps.keys[best]))
+    st.latex(r"q\cdot k_{" + str(best) + r"} = \sum_{i=1}^{" + str(steps.q.size) + r"} q_i\,(k_{" + str(best)
+             + r"})_i = " + f"{steps.dots[best]:.4f}")
+    st.markdown("**3. Scale** (so scores do not grow with the width of the head), **4. add the mask** (0 where "
+                "the query may look, −∞ where it may not), **5. softmax** (exponentiate and divide by the sum, so "
+                "the weights are positive and add up to 1):")
+    st.latex(r"s_j = q\cdot k_j \times " + steps.scale_latex + r",\qquad s_{" + str(best) + "} = "
+             + f"{steps.dots[best]:.4f}" + r" \times " + f"{steps.scale:.4f} = {steps.scores[best]:.4f}")
+    st.latex(r"\alpha_j = \frac{e^{s_j + M_j}}{\sum_i e^{s_i + M_i}},\qquad \alpha_{" + str(best) + "} = "
+             + rf"\frac{{e^{{{steps.scores[best]:.4f} - {steps.shift:.4f}}}}}{{{steps.total:.4f}}} = "
+             + f"{steps.weights[best]:.4f}")
+    st.caption(f"We subtract the largest allowed score ({steps.shift:.4f}) before exponentiating so nothing "
+               f"overflows; it cancels in the fraction, so the weights are unchanged. The denominator "
+               f"{steps.total:.4f} is the sum of the exp(score − max) column below; masked keys add 0.")
+    table = pd.DataFrame(steps.rows())
+    st.dataframe(table, hide_index=True, width="stretch", key="attention.steps_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns
+                                if table[c].dtype.kind == "f"})
+    st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels, steps.allowed),
+                    key="attention.fig_steps_bars", config=PNG)
+    st.markdown("**6. Weighted sum of the values.** The head's output for this query is the average of the "
+                "value vectors, each weighted by its α:")
+    st.latex(r"z = \sum_j \alpha_j v_j = " + _vector_latex(steps.output))
+    worst = max(checks.values())
+    msg = (f"Recomputed here from q, k and v, these numbers match the model's own scores, weights and output "
+           f"(largest difference {worst:.1e}).")
+    (st.success if worst < 1e-4 else st.error)(msg, icon=":material/check_circle:" if worst < 1e-4 else None)
+
+
+def _seed_toy() -> tuple[str, str]:
+    """The toy example's numbers from the URL; returns the default keys and values as text."""
+    keys_default = " ".join(f"{k:g}" for k in A.TOY_KEYS)
+    values_default = " ".join(f"{v:g}" for v in A.TOY_VALUES)
+    query.seed("attention.toy_q", "toy_q", lambda p: query.parse_float(p, -100.0, 100.0), A.TOY_QUERY)
+    query.seed("attention.toy_keys", "toy_keys", query.parse_text, keys_default)
+    query.seed("attention.toy_values", "toy_values", query.parse_text, values_default)
+    query.seed("attention.toy_dk", "toy_dk", lambda p: query.parse_int(p, 1, 4096), 1)
+    return keys_default, values_default
+
+
+def toy_arithmetic():
+    """The seeds' one-number example, editable: q, keys, values, d_k and a temperature."""
+    keys_default, values_default = _seed_toy()
+
+    def reset():
+        st.session_state["attention.toy_q"] = A.TOY_QUERY
+        st.session_state["attention.toy_keys"] = keys_default
+        st.session_state["attention.toy_values"] = values_default
+        st.session_state["attention.toy_dk"] = 1
+
+    st.markdown("Everything here is a single number (d_k = 1), so you can follow it with a calculator. "
+                "The preset is the worked example from our reading: query q = 2, keys 0.1, 0.2, 0.5 and "
+                "values 1, −1, 3.")
+    c1, c2, c3, c4 = st.columns([1, 2, 2, 1])
+    q = c1.number_input("query q", min_value=-100.0, max_value=100.0, step=0.5, key="attention.toy_q")
+    keys_text = c2.text_input("keys k (numbers)", key="attention.toy_keys")
+    values_text = c3.text_input("values v (one per key)", key="attention.toy_values")
+    d_k = c4.number_input("d_k", min_value=1, max_value=4096, step=1, key="attention.toy_dk",
+                          help="The key width: scores are divided by its square root.")
+    st.button("Reset to the worked example (q = 2)", on_click=reset, key="attention.toy_reset",
+              icon=":material/restart_alt:")
+    query.write(toy_q=None if q == A.TOY_QUERY else f"{q:g}", toy_keys=None if keys_text == keys_default else keys_text,
+                toy_values=None if values_text == values_default else values_text,
+                toy_dk=None if d_k == 1 else int(d_k))
+    try:
+        keys = A.parse_numbers(keys_text, "keys")
+        values = A.parse_numbers(values_text, "values")
+        steps = A.scalar_example(q, keys, values, d_k=int(d_k))
+    except ValueError as exc:
+        st.error(f"{exc}. Showing the worked example instead.")
+        steps = A.scalar_example()
+    n = len(steps.key_labels)
+    scores = ", ".join(f"{s:.4g}" for s in steps.scores)
+    scale = "" if steps.scale == 1 else rf"\,/\sqrt{{{int(round(1 / steps.scale ** 2))}}}"
+    st.latex(rf"s_i = \frac{{q\,k_i}}{{\sqrt{{d_k}}}}:\qquad s = {steps.q[0]:g}\times({', '.join(f'{k:g}' for k in steps.keys[:, 0])}){scale}"
+             rf" = ({scores})")
+    raw = bool(np.all(np.abs(steps.scores) < 30))
+    e = np.exp(steps.scores) if raw else steps.exps
+    total = float(e.sum())
+    e_label = "e^{s_i}" if raw else r"e^{s_i - \max s}"
+    st.latex(rf"{e_label} = ({', '.join(f'{x:.4f}' for x in e)}),\qquad \sum = {total:.4f}")
+    st.latex(r"\alpha_i = \frac{" + e_label + r"}{\sum_j " + e_label.replace("i", "j") + "} = ("
+             + ", ".join(f"{w:.4f}" for w in steps.weights) + ")")
+    terms = " + ".join(f"{w:.4f}\\times({v:g})" for w, v in zip(steps.weights, steps.values[:, 0]))
+    st.latex(r"o = \sum_i \alpha_i v_i = " + terms + f" = {steps.output[0]:.4f}")
+    st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels), key="attention.fig_toy_bars", config=PNG)
+    st.markdown(f"The largest key, k{int(np.argmax(steps.scores)) + 1}, gets the largest weight "
+                f"({steps.weights.max():.4f}), so the output ({steps.output[0]:.4f}) is pulled towards its value. "
+                f"It is still a blend of all {n} values: softmax never gives exactly 0 to an allowed key.")
+    try_this("Raise q to 20: the same keys now give one weight close to 1. A longer query acts like a lower "
+             "temperature: it narrows the focus (the one-hot limit, a hard lookup).",
+             "Set q to 0: every score is 0 and the weights are uniform (1/3 each); the output is the plain mean.",
+             "Add a fourth key 40 with value −100: one huge key takes almost all the weight even though the others "
+             "match just as well in direction. This is how an oversized key can hijack attention.",
+             "Set d_k to 100: the scores shrink tenfold and the weights flatten; this is why real heads divide "
+             "by √d_k.")
+
+
+def _seed_steps() -> str:
+    """Which numbers the arithmetic shows: this head, or the toy example (`steps=toy`)."""
+    return query.seed("attention.steps", "steps", lambda p: query.parse_choice(p, [STEPS_HEAD, STEPS_TOY]),
+                      STEPS_HEAD)
+
+
+def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
+    """Step by step for one query: a real head, or the seeds' scalar example."""
+    st.subheader("The arithmetic, step by step")
+    st.latex(r"s_j = \frac{q\cdot k_j}{\sqrt{d_k}\,T},\quad \alpha_j = \operatorname{softmax}_j(s_j + M_j),"
+             r"\quad z = \sum_j \alpha_j\, v_j")
+    labels = {STEPS_HEAD: f"This head: layer {layer}, head {head}, query {qpos}:{q_tokens[qpos]}",
+              STEPS_TOY: "Worked example with single numbers (q = 2)"}
+    _seed_steps()
+    mode = st.radio("Numbers from", list(labels), key="attention.steps", format_func=labels.get, horizontal=True)
+    query.write(steps=None if mode == STEPS_HEAD else mode)
+    if mode == STEPS_TOY:
+        toy_arithmetic()
+    else:
+        head_arithmetic(sel, kind, layer, head, qpos, q_tokens, k_tokens, temperature)
+
+
+def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, base_logits, pat, logits,
+                      temperature: float):
+    """Entropy of each row and the model's predictions, at T = 1 and at the chosen T."""
+    st.subheader("Sharper or flatter: the temperature")
+    st.markdown("Dividing every score by a temperature T before softmax changes how peaked each row is, in "
+                "every head of every layer at once. We measure peakedness with the **entropy** of a row: 0 bits "
+                "when all weight sits on one key, log₂(n) bits when it is spread evenly over n keys. Turning T "
+                "down makes attention a hard lookup; turning it up makes it a plain average. The model was trained "
+                "at T = 1, so both extremes usually hurt its predictions.")
+    st.latex(r"H(\alpha_{i\cdot}) = -\sum_j \alpha_{ij}\log_2 \alpha_{ij}")
+    allowed = A.causal_allowed(len(q_tokens), base_pat.shape[-1], kind.causal)
+    before = A.row_entropy(base_pat[layer, head])
+    after = A.row_entropy(pat[layer, head])
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"mean entropy, this head, T = 1", f"{before.mean():.2f} bits")
+    change = after.mean() - before.mean()
+    c2.metric(f"mean entropy, this head, T = {temperature:g}", f"{after.mean():.2f} bits",
+              delta=f"{change:+.2f} bits" if abs(change) >= 0.005 else None, delta_color="off")
+    everywhere = A.row_entropy(pat).mean() - A.row_entropy(base_pat).mean()
+    c3.metric(f"mean over all heads and layers, T = {temperature:g}", f"{A.row_entropy(pat).mean():.2f} bits",
+              delta=f"{everywhere:+.2f} bits vs T = 1" if abs(everywhere) >= 0.005 else None, delta_color="off")
+    st.plotly_chart(entropy_figure(before, after, A.max_entropy(allowed), q_tokens, temperature, kind.query_title),
+                    key="attention.fig_entropy", config=PNG)
+    before_rows = A.predictions(base_logits, sel.targets)
+    after_rows = A.predictions(logits, sel.targets)
+    if not before_rows:
+        st.info("This input has no scored positions, so there is no right answer to compare with.")
+        return
+    vocab = sel.task.vocab
+    acc_b, acc_a = A.accuracy(before_rows), A.accuracy(after_rows)
+    c1, c2 = st.columns(2)
+    c1.metric("right answers at T = 1", f"{sum(r['correct'] for r in before_rows)} / {len(before_rows)}",
+              help="Positions the task scores, where the model's top token is the right answer.")
+    c2.metric(f"right answers at T = {temperature:g}", f"{sum(r['correct'] for r in after_rows)} / {len(after_rows)}",
+              delta=f"{(acc_a - acc_b) * 100:+.0f} percentage points" if acc_a != acc_b else None,
+              delta_color="normal")
+    out_tokens = sel.query_tokens
+    table = pd.DataFrame([{
+        "reads (position: token)": f"{b['position']}: {out_tokens[b['position']]}",
+        "right answer": vocab.decode([b["right"]])[0],
+        "predicted, T = 1": vocab.decode([b["predicted"]])[0] + ("  ✓" if b["correct"] else "  ✗"),
+        "p, T = 1": f"{b['p(predicted)']:.3f}",
+        f"predicted, T = {temperature:g}": vocab.decode([a["predicted"]])[0] + ("  ✓" if a["correct"] else "  ✗"),
+        f"p, T = {temperature:g}": f"{a['p(predicted)']:.3f}",
+    } for b, a in zip(before_rows, after_rows)])
+    st.table(table.set_index("reads (position: token)"))  # a plain table: every row shows, large enough for a projector
+    st.caption("p is the probability the model gives to its predicted token. ✓ = the prediction is the right "
+               "answer, ✗ = it is not.")
+
+
+def _seed_compare(sel: Selection, n_l: int, n_h: int, layer: int, head: int) -> None:
+    """Compare mode, head B and input B from the URL (input B defaults to the task's next example)."""
+    query.seed("attention.cmp", "cmp", lambda p: query.parse_choice(p, [CMP_HEADS, CMP_INPUTS]), CMP_HEADS)
+    _seed_int("attention.layer2", "layer2", n_l, layer)
+    _seed_int("attention.head2", "head2", n_h, (head + 1) % n_h)
+    example = example_text(sel.task, sel.arch, st.session_state.get("glassbox.example_seed", 0) + 1)
+    query.seed("attention.input2", "input2", query.parse_text, example)
+
+
+def seed_url(sel: Selection) -> None:
+    """Read every URL parameter of this page before anything is drawn, so problems are reported at the top.
+
+    Each widget seeds itself again when it is made (a no-op once seeded); this only moves the
+    first reading, and its notes, before the page header.
+    """
+    if query.is_seeded("attention.input2"):  # the last one below: the URL was read on an earlier run
+        return
+    cfg = sel.model.cfg
+    kind = _seed_kind(A.attention_kinds(sel.arch))
+    q_tokens, _ = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
+    layer = _seed_int("attention.layer", "layer", cfg.n_layers, 0)
+    head = _seed_int("attention.head", "head", cfg.n_heads, 0)
+    _seed_int("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
+    _seed_temperature()
+    _seed_view()
+    _seed_steps()
+    _seed_toy()
+    _seed_compare(sel, cfg.n_layers, cfg.n_heads, layer, head)
+
+
+def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
+    """Two heads, or one head on two inputs, side by side with their difference."""
+    st.subheader("Compare")
+    st.markdown("Put two patterns next to each other and subtract them. In the difference, **blue** cells are "
+                "where A gives more weight than B, **red** where B gives more, white where they agree. Each row "
+                "of A − B adds up to 0, because both rows add up to 1.")
+    labels = {CMP_HEADS: "Two heads, same input", CMP_INPUTS: "Same head, two inputs"}
+    _seed_compare(sel, n_l=pat_all.shape[0], n_h=pat_all.shape[1], layer=layer, head=head)
+    mode = st.radio("Compare", list(labels), key="attention.cmp", format_func=labels.get, horizontal=True,
+                    label_visibility="collapsed")
+    n_l, n_h = pat_all.shape[:2]
+    a = pat_all[layer, head]
+    a_title = f"A: layer {layer}, head {head}"
+    if mode == CMP_HEADS:
+        c1, c2 = st.columns(2)
+        with c1:
+            layer_b = int_picker("Layer of B", "attention.layer2", "layer2", n_l, layer)
+        with c2:
+            head_b = int_picker("Head of B", "attention.head2", "head2", n_h, (head + 1) % n_h)
+        query.write(cmp=None, layer2=layer_b, head2=head_b, input2=None)
+        b, b_q, b_k = pat_all[layer_b, head_b], q_tokens, k_tokens
+        b_title = f"B: layer {layer_b}, head {head_b}"
+    else:
+        text = st.text_input("Input B (same model, same head)", key="attention.input2",
+                             help=f"Tokens separated by spaces, at most {MAX_INPUT_TOKENS}.")
+        query.write(cmp=mode, layer2=None, head2=None, input2=text)
+        sel_b, problem = selection_for(sel, text, "input B")
+        if problem:
+            st.error(f"{problem} Comparing the input with itself instead.")
+            sel_b = sel
+        pats_b, _ = run_patterns(sel_b, kind, temperature)
+        b = pats_b[layer, head]
+        b_q, b_k = A.axis_tokens(kind, sel_b.tokens, sel_b.tgt_tokens)
+        a_title = f"A: this input, layer {layer}, head {head}"
+        b_title = f"B: input B, layer {layer}, head {head}"
+    c1, c2 = st.columns(2)
+    with c1:
+        st.plotly_chart(head_figure(a, q_tokens, k_tokens, kind.query_title, kind.key_title, title=a_title),
+                        key="attention.fig_cmp_a", config=PNG)
+    with c2:
+        st.plotly_chart(head_figure(b, b_q, b_k, kind.query_title, kind.key_title, title=b_title),
+                        key="attention.fig_cmp_b", config=PNG)
+    diff, note = A.difference(a, b)
+    if note:
+        st.warning(note)
+    st.plotly_chart(diff_figure(diff, q_tokens, k_tokens, title="A − B", q_title=kind.query_title,
+                                         k_title=kind.key_title), key="attention.fig_cmp_diff", config=PNG)
+    st.caption(f"Largest disagreement: {np.abs(diff).max():.3f}. Mean absolute difference per cell: "
+               f"{np.abs(diff).mean():.4f}.")
+
+
+def export_panel(sel: Selection, kind, patterns, q_tokens, k_tokens, temperature):
+    """Download the attention tensor of the current view as CSV and .npz; PNGs come from the chart toolbar."""
+    st.subheader("Export")
+    n_l, n_h, n_q, n_k = patterns.shape
+    st.markdown(f"The current view's attention tensor has shape **[layer, head, query, key] = "
+                f"[{n_l}, {n_h}, {n_q}, {n_k}]** ({kind.label}, T = {temperature:g}). For pictures: every chart "
+                f"on the other tabs saves as a PNG from the camera icon in its toolbar (hover over the chart).")
+    stem = f"attention_{sel.model_id.replace(':', '-')}_{kind.key}_T{temperature:g}"
+    meta = dict(model=sel.model_id, kind=kind.label, temperature=f"{temperature:g}", axes="layer head query key")
+    c1, c2 = st.columns(2)
+    c1.download_button("Download CSV",
+                       partial(A.export_csv, patterns, q_tokens, k_tokens), file_name=f"{stem}.csv",
+                       mime="text/csv", icon=":material/table:", key="attention.csv", on_click="ignore",
+                       help="One row per (layer, head, query, key) with both tokens and the weight.")
+    c2.download_button("Download .npz",
+                       partial(A.export_npz, patterns, q_tokens, k_tokens, **meta), file_name=f"{stem}.npz",
+                       mime="application/octet-stream", icon=":material/download:", key="attention.npz",
+                       on_click="ignore", help="numpy arrays: the pattern and the token labels.")
+    st.caption("Load the .npz with `np.load(path)`: arrays `pattern`, `query_tokens`, `key_tokens` and the "
+               "model, kind and temperature (no pickle needed).")
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole view, in reading order
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class View:
+    """What the student is looking at: which attention, layer, head, query row and temperature."""
+
+    kind: A.AttentionKind
+    q_tokens: list[str]
+    k_tokens: list[str]
+    layer: int
+    head: int
+    qpos: int
+    temperature: float
+
+
+def controls(sel: Selection) -> View:
+    """The kind picker and the layer / head / query / temperature bar, seeded from and written to the URL."""
+    cfg = sel.model.cfg
+    kind = pick_kind(sel)
+    q_tokens, k_tokens = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
+    with st.container(border=True):
+        c1, c2, c3 = st.columns([2, 3, 3])
+        with c1:
+            layer = int_picker("Layer", "attention.layer", "layer", cfg.n_layers, 0)
+        with c2:
+            head = int_picker("Head", "attention.head", "head", cfg.n_heads, 0)
+        with c3:
+            qpos = int_picker("Query token", "attention.query", "query", len(q_tokens), len(q_tokens) - 1,
+                              fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0,
+                              help="The row of the pattern the bar chart and the arithmetic are about.")
+        temperature = pick_temperature()
+    query.write(kind=kind.key if len(A.attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head,
+                query=qpos, temp=None if temperature == 1 else f"{temperature:g}")
+    return View(kind, q_tokens, k_tokens, layer, head, qpos, temperature)
+
+
+def draw(sel: Selection, v: View) -> None:
+    """The tabs; only the open one is computed and drawn."""
+    base_pat, base_logits = run_patterns(sel, v.kind, 1.0)
+    pat, logits = (base_pat, base_logits) if v.temperature == 1 else run_patterns(sel, v.kind, v.temperature)
+    tabs = pick_view()
+    with tabs[VIEW_GRID]:
+        if tabs[VIEW_GRID].open:
+            overview_panel(pat, v.q_tokens, v.k_tokens, v.layer, v.head, v.kind)
+            try_this("Find a head whose square shows a bright diagonal (each token looks at itself) or a diagonal "
+                     "shifted by one (each token looks at its neighbour). Open it with the Layer and Head buttons "
+                     "above, then the 'One head' tab.",
+                     "Compare layer 0 with the last layer: later heads often make sharper, task-specific choices.")
+    with tabs[VIEW_HEAD]:
+        if tabs[VIEW_HEAD].open:
+            head_panel(pat[v.layer, v.head], v.q_tokens, v.k_tokens, v.layer, v.head, v.qpos, v.kind, v.temperature)
+            try_this("Change the query token above and watch its orange row, lines and bars move.",
+                     "Edit the input in the sidebar (for example swap two tokens) and see which weights follow the "
+                     "tokens and which stay with the positions.")
+    with tabs[VIEW_STEPS]:
+        if tabs[VIEW_STEPS].open:
+            arithmetic_panel(sel, v.kind, v.layer, v.head, v.qpos, v.q_tokens, v.k_tokens, v.temperature)
+    with tabs[VIEW_TEMP]:
+        if tabs[VIEW_TEMP].open:
+            temperature_panel(sel, v.kind, v.layer, v.head, v.q_tokens, base_pat, base_logits, pat, logits,
+                              v.temperature)
+            try_this("Move T to 0.1: the entropy bars drop towards 0 and each row picks one key. Does the model "
+                     "still get the answers right?",
+                     "Move T to 10: every row approaches the uniform marker and the predictions usually fall "
+                     "apart. Which positions survive longest?")
+    with tabs[VIEW_CMP]:
+        if tabs[VIEW_CMP].open:
+            compare_panel(sel, v.kind, v.layer, v.head, pat, v.q_tokens, v.k_tokens, v.temperature)
+            try_this("Compare two heads of the same layer: do they split the work (different keys) or repeat "
+                     "each other?",
+                     "Choose 'Same head, two inputs' and type input B as the sidebar input with one token "
+                     "changed: which rows of the difference light up?")
+    with tabs[VIEW_EXPORT]:
+        if tabs[VIEW_EXPORT].open:
+            export_panel(sel, v.kind, pat, v.q_tokens, v.k_tokens, v.temperature)

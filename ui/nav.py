@@ -1,0 +1,73 @@
+"""The map of the app: every page with its section, icon, URL and a one-line promise.
+
+app.py builds st.navigation from it and the home page draws its map from it, so the two never
+disagree. Pictures for the map live in assets/images/<url_path>.png (made from the e2e screenshots).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGES = ROOT / "assets" / "images"
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One page of the app."""
+
+    path: str  # file, relative to app.py
+    title: str
+    icon: str
+    url_path: str  # "" for the home page
+    section: str
+    blurb: str  # one line for the home page's map
+
+    @property
+    def exists(self) -> bool:
+        """Whether the page's file is there (app.py leaves missing pages out of the menu)."""
+        return (ROOT / self.path).is_file()
+
+    @property
+    def image(self) -> Path:
+        """The picture the home page shows for this page (may not exist yet)."""
+        return IMAGES / f"{self.url_path or 'home'}.png"
+
+    def picture(self) -> bytes | None:
+        """The picture's bytes, read once per process; None when it has not been made yet."""
+        return _read(str(self.image))
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: str) -> bytes | None:
+    p = Path(path)
+    return p.read_bytes() if p.is_file() else None
+
+
+HOME = PageInfo("pages/home.py", "Home", ":material/home:", "", "Start",
+                "What this app is and where to go.")
+PAGES: list[PageInfo] = [
+    HOME,
+    PageInfo("pages/attention.py", "Attention", ":material/grid_on:", "attention", "Look inside",
+             "Every head of every layer, one head up close, and one query worked out number by number."),
+    PageInfo("pages/positions.py", "Positions", ":material/linear_scale:", "positions", "Look inside",
+             "How a Transformer knows word order: sinusoidal, learned and rotary (RoPE) positions."),
+    PageInfo("pages/heads.py", "Heads", ":material/hub:", "heads", "Look inside",
+             "Why several heads: each works in its own subspace, and you can switch heads off."),
+    PageInfo("pages/masks.py", "Masks", ":material/visibility_off:", "masks", "Look inside",
+             "Decide who may attend to whom, and read a mask as a graph."),
+    PageInfo("pages/depth.py", "Depth", ":material/layers:", "depth", "Look inside",
+             "Stacking layers: residual paths, layer norm placement and how far information travels."),
+    PageInfo("pages/train.py", "Train", ":material/model_training:", "train", "Build",
+             "Train a small Transformer on a toy task and watch its attention form."),
+]
+
+
+def sections() -> dict[str, list[PageInfo]]:
+    """Pages grouped by section, in menu order."""
+    out: dict[str, list[PageInfo]] = {}
+    for page in PAGES:
+        out.setdefault(page.section, []).append(page)
+    return out
