@@ -2,3 +2,25 @@
 
 Lives beside core/ (which never imports streamlit) and is not listed by st.navigation.
 """
+
+import streamlit as st
+
+try:  # Streamlit internals: the flag behind its old "pages/ folder" mode (see ensure_app_navigation)
+    from streamlit.runtime.pages_manager import PagesManager
+except ImportError:  # pragma: no cover - a Streamlit without it has no such mode to escape
+    PagesManager = None
+
+
+def ensure_app_navigation() -> None:
+    """Make sure this run went through app.py's st.navigation; if not, rerun so that it does.
+
+    Streamlit decides once per server process, when the first browser session starts, whether
+    the app uses the old "pages/ folder" mode: it does if a folder called pages/ sits beside
+    app.py, until some run calls st.navigation. So if the very first visitor after a restart
+    opens a deep link (a teacher's /attention?layer=1 link), Streamlit runs that page file
+    alone: no sections, no wide layout, file names in the menu. Clearing the flag and
+    rerunning sends the run through app.py, which keeps the URL and its query parameters.
+    """
+    if PagesManager is not None and PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()

@@ -15,7 +15,7 @@ import torch
 
 from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
-from ui import models, query
+from ui import ensure_app_navigation, models, query
 
 MODEL_KEY = "glassbox.model"
 INPUT_KEY = "glassbox.input"
@@ -128,6 +128,7 @@ def _tokenise(task: Task, text: str, what: str, cap: int) -> tuple[Optional[list
 
 def shared_sidebar() -> Selection:
     """Draw the shared sidebar and return the current Selection (stops the page on a fatal error)."""
+    ensure_app_navigation()
     with st.sidebar:
         st.markdown("### Model and input")
         previous = st.session_state.get(MODEL_KEY)

@@ -7,6 +7,7 @@ Screenshots go to $GLASSBOX_SCREENSHOTS (default test-artifacts/screenshots).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -31,8 +32,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server_url():
+@contextlib.contextmanager
+def streamlit_server():
+    """Start `streamlit run app.py` on a free 127.0.0.1 port; yield its URL; stop it by PID."""
     port = _free_port()
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
     proc = subprocess.Popen(
@@ -63,6 +65,12 @@ def server_url():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    with streamlit_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
