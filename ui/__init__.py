@@ -5,10 +5,18 @@ Lives beside core/ (which never imports streamlit) and is not listed by st.navig
 
 import streamlit as st
 
+from unittest.mock import NonCallableMock
+
 try:  # Streamlit internals: the flag behind its old "pages/ folder" mode (see ensure_app_navigation)
+    from streamlit.runtime import Runtime
     from streamlit.runtime.pages_manager import PagesManager
 except ImportError:  # pragma: no cover - a Streamlit without it has no such mode to escape
-    PagesManager = None
+    PagesManager = Runtime = None
+
+
+def _under_apptest() -> bool:
+    """AppTest runs scripts on a mock Runtime, and re-arms the pages/ flag before EVERY run."""
+    return isinstance(getattr(Runtime, "_instance", None), NonCallableMock)
 
 
 def ensure_app_navigation() -> None:
@@ -20,7 +28,10 @@ def ensure_app_navigation() -> None:
     opens a deep link (a teacher's /attention?layer=1 link), Streamlit runs that page file
     alone: no sections, no wide layout, file names in the menu. Clearing the flag and
     rerunning sends the run through app.py, which keeps the URL and its query parameters.
+    A real server arms the flag once per process, so this reruns at most once. AppTest re-arms
+    it before every run, where rerunning would swallow the click being tested: skip it there
+    (tests/e2e/test_deep_link.py covers the real server).
     """
-    if PagesManager is not None and PagesManager.uses_pages_directory:
+    if PagesManager is not None and PagesManager.uses_pages_directory and not _under_apptest():
         PagesManager.uses_pages_directory = False
         st.rerun()

@@ -133,3 +133,11 @@ def plotly_data(page, index: int = 0):
         " return g ? JSON.parse(JSON.stringify(g.data, (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v)) : null; }",
         index,
     )
+
+
+def wait_for_charts(page, count: int, timeout: float = 120_000) -> None:
+    """Wait until at least `count` plotly charts are drawn (they can lag the script's last element)."""
+    page.wait_for_function(
+        "(n) => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\").length >= n",
+        arg=count, timeout=timeout,
+    )

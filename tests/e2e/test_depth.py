@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_run
+from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts, wait_for_run
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Raise τ on the model until the star disappears"  # the last "try this" prompt on the page
@@ -52,6 +52,7 @@ def test_depth_page_draws_and_the_heads_slider_moves_the_formula(server_url, pag
     open_page(page, f"{server_url}/?model=sort-decoder", timeout=240_000)
     page.get_by_role("link", name="Depth").first.click()
     wait_for_run(page, timeout=240_000, last=LAST)
+    wait_for_charts(page, 10, timeout=240_000)
     assert_no_exception(page)
     charts = _charts(page)
     assert len(charts) >= 10, [c["title"] for c in charts]

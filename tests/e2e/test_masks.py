@@ -9,7 +9,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_charts, wait_for_run
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Give the decoder the full mask"  # the last "try this" prompt on the page
@@ -55,6 +55,7 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     open_page(page, server_url, timeout=180_000)
     url = f"{server_url}/masks?model=future-legality-encoder&input={quote(INPUT)}"
     open_page(page, url, timeout=180_000, last=LAST)
+    wait_for_charts(page, 3)
     assert_no_exception(page)
     mask0, pattern0 = _z(page, 0), _z(page, 2)  # the drawn mask; chart 1 is the own-mask pattern, 2 yours
     assert mask0.shape == (10, 10) and mask0.all()
