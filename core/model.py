@@ -107,7 +107,7 @@ class Attention(nn.Module):
 
         qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
         if self._wants_explicit(opts, mask, mask_kind):
-            z = self._explicit(qh, kh, vh, mask, scale)
+            z = self._explicit(qh, kh, vh, mask, mask_kind, scale)
         else:
             z = self._fused(qh, kh, vh, mask, mask_kind, scale)
         z = self.hook_z(z.transpose(1, 2))  # [batch pos head d_head]
@@ -128,12 +128,19 @@ class Attention(nn.Module):
         # A query that may attend to nothing gets zeros here; the fused kernel would give NaN.
         return mask_kind == "custom" and not bool(mask.any(dim=-1).all())
 
-    def _explicit(self, q, k, v, mask, scale):
-        scores = self.hook_attn_scores(q @ k.transpose(-2, -1) * scale)  # [batch head q k]
-        mask = self.hook_mask(mask.expand(scores.shape))  # [batch head q k]
-        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        pattern = self.hook_pattern(pattern.masked_fill(~mask, 0.0))  # fully masked rows -> zeros
-        return pattern @ v  # [batch head q d_head]
+    def _explicit(self, q, k, v, mask, mask_kind, scale):
+        scores = self.hook_attn_scores((q * scale) @ k.transpose(-2, -1))  # [batch head q k]
+        given = mask.expand(scores.shape)  # [batch head q k]
+        mask = self.hook_mask(given)
+        if mask_kind == "full" and mask is given:
+            pattern = torch.softmax(scores, dim=-1)  # nothing hidden: skip the masking passes
+        else:
+            pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # masked -> exactly 0
+            if mask_kind != "causal" or mask is not given:
+                empty = ~mask.any(dim=-1, keepdim=True)  # [batch head q 1]: queries that may see nothing
+                if bool(empty.any()):
+                    pattern = pattern.masked_fill(empty, 0.0)  # their softmax is NaN; give zeros instead
+        return self.hook_pattern(pattern) @ v  # [batch head q d_head]
 
     def _fused(self, q, k, v, mask, mask_kind, scale):
         if mask_kind == "full":

@@ -426,3 +426,22 @@ def test_head_weights_reproduce_q():
     q = torch.einsum("bpd,hde->bphe", cache["blocks.0.ln1.hook_normalized"], w["W_Q"])  # [batch pos head d_head]
     assert torch.allclose(q, cache["blocks.0.attn.hook_q"], atol=1e-4)
     assert w["W_O"].shape == (4, 8, 32)
+
+
+@pytest.mark.parametrize("arch", ["encoder", "decoder"])
+def test_an_intervention_on_hook_mask_is_applied(arch):
+    model = make(arch)
+
+    def hide_key_2_and_row_4(mask, hook):
+        mask = mask.clone()
+        mask[..., 2] = False  # nobody may look at key 2
+        mask[..., 4, :] = False  # query 4 may look at nothing
+        return mask
+
+    _, cache = model.run_with_cache(tokens(), names="*hook_pattern",
+                                    fwd=[("blocks.*.attn.hook_mask", hide_key_2_and_row_4)])
+    pattern = cache["blocks.1.attn.hook_pattern"]
+    assert (pattern[..., 2] == 0).all()
+    assert (pattern[..., 4, :] == 0).all() and torch.isfinite(pattern).all()
+    rows = pattern.sum(-1)[..., [0, 1, 2, 3, 5, 6, 7, 8]]  # every query but 4 still sees some key
+    assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
