@@ -471,7 +471,7 @@ st.markdown(
 
 st.subheader("Hyper-connections: several residual streams, mixed doubly-stochastically")
 st.markdown(
-    f"Instead of one stream, keep **n** of them side by side. Around every sublayer a small matrix H_res mixes the "
+    "Instead of one stream, keep **n** of them side by side. Around every sublayer a small matrix H_res mixes the "
     "streams, h_pre reads the sublayer's input as a weighted average of them, and h_post writes its output back. "
     "If H_res were any learned matrix, its products over 2L sublayers could grow or shrink without limit (the "
     "*free mixing* curve). Making it **doubly stochastic**, every row and every column summing to 1, caps its norm "

@@ -348,7 +348,7 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
     before = A.row_entropy(base_pat[layer, head])
     after = A.row_entropy(pat[layer, head])
     c1, c2, c3 = st.columns(3)
-    c1.metric(f"mean entropy, this head, T = 1", f"{before.mean():.2f} bits")
+    c1.metric("mean entropy, this head, T = 1", f"{before.mean():.2f} bits")
     change = after.mean() - before.mean()
     c2.metric(f"mean entropy, this head, T = {temperature:g}", f"{after.mean():.2f} bits",
               delta=f"{change:+.2f} bits" if abs(change) >= 0.005 else None, delta_color="off")

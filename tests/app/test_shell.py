@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.checkpoints import read_manifest
-from tests.app.conftest import app_at, assert_ok, page_at
+from tests.app.conftest import app_at, assert_ok
 from ui.nav import PAGES
 
 pytestmark = pytest.mark.usefixtures("bundled_models")

@@ -20,13 +20,7 @@ ENTRIES = checkpoints.read_manifest()
 N_SAMPLES = 512
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small forward passes run fastest on one thread on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_manifest_lists_every_required_model():

@@ -13,13 +13,7 @@ from core.train import Trainer, default_config, evaluate, format_width, lr_facto
 TINY = dict(n_layers=1, d_model=32, n_heads=2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train fastest on one thread, and a busy shared CPU punishes oversubscription."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(task="copy", arch="decoder", **kw):

@@ -141,3 +141,28 @@ def wait_for_charts(page, count: int, timeout: float = 120_000) -> None:
         "(n) => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\").length >= n",
         arg=count, timeout=timeout,
     )
+
+
+def chart_z(page, index: int = 0):
+    """The z array of the index-th plotly chart as the browser holds it (base64 arrays decoded)."""
+    import numpy as np
+
+    from tests.app.conftest import decode_array
+
+    data = plotly_data(page, index)
+    assert data, f"no plotly chart number {index} on the page"
+    return np.asarray(decode_array(data[0]["z"]), dtype=float)
+
+
+def wait_for_z_change(page, before, index: int = 0, timeout_ms: int = 90_000):
+    """Wait until chart `index` shows a different z than `before` (a rerun replaced the figure)."""
+    import numpy as np
+
+    step = 250
+    for _ in range(timeout_ms // step):
+        wait_for_run(page)
+        now = chart_z(page, index)
+        if now.shape != before.shape or not np.allclose(now, before):
+            return now
+        page.wait_for_timeout(step)
+    raise AssertionError(f"chart {index} did not change")

@@ -3,40 +3,16 @@ pattern, and screenshots of the whole page go to test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
-import base64
 from urllib.parse import quote
 
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_charts, wait_for_run
+from tests.e2e.conftest import assert_no_exception, chart_z, open_page, screenshot, wait_for_charts, wait_for_run, wait_for_z_change
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Give the decoder the full mask"  # the last "try this" prompt on the page
 INPUT = "<bos> 3 8 5 2 7 4 1 6 odd"
-
-
-def _z(page, index: int) -> np.ndarray:
-    """Chart `index`'s z as the browser holds it (plotly keeps numpy arrays as {dtype, bdata, shape})."""
-    data = plotly_data(page, index)
-    assert data, f"no plotly chart number {index}"
-    z = data[0]["z"]
-    if isinstance(z, dict):
-        shape = [int(s) for s in str(z["shape"]).split(",")] if isinstance(z["shape"], str) else z["shape"]
-        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape).astype(float)
-    return np.asarray(z, dtype=float)
-
-
-def _wait_change(page, before: np.ndarray, index: int, timeout_ms: int = 90_000) -> np.ndarray:
-    """Wait until chart `index` shows a different z (the rerun replaced it)."""
-    step = 250
-    for _ in range(timeout_ms // step):
-        wait_for_run(page)
-        now = _z(page, index)
-        if now.shape != before.shape or not np.allclose(now, before):
-            return now
-        page.wait_for_timeout(step)
-    raise AssertionError("the chart did not change")
 
 
 def _whole_page(page, name: str) -> None:
@@ -57,17 +33,17 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     open_page(page, url, timeout=180_000, last=LAST)
     wait_for_charts(page, 3)
     assert_no_exception(page)
-    mask0, pattern0 = _z(page, 0), _z(page, 2)  # the drawn mask; chart 1 is the own-mask pattern, 2 yours
+    mask0, pattern0 = chart_z(page, 0), chart_z(page, 2)  # the drawn mask; chart 1 is the own-mask pattern, 2 yours
     assert mask0.shape == (10, 10) and mask0.all()
     assert np.allclose(pattern0.sum(axis=1), 1, atol=1e-3)
     _whole_page(page, "masks")
 
     page.locator("[data-testid='stSelectbox']").filter(has_text="Start from").click()
     page.get_by_role("option", name="Causal: j ≤ i").click()
-    pattern1 = _wait_change(page, pattern0, 2)
+    pattern1 = wait_for_z_change(page, pattern0, 2)
     wait_for_run(page, last=LAST)
     assert np.all(np.triu(pattern1, 1) == 0)
-    np.testing.assert_array_equal(_z(page, 0), np.tril(np.ones((10, 10))))
+    np.testing.assert_array_equal(chart_z(page, 0), np.tril(np.ones((10, 10))))
     assert "preset=causal" in page.url
     assert_no_exception(page)
     _whole_page(page, "masks_causal")

@@ -12,30 +12,10 @@ import numpy as np
 import pytest
 
 from core.analysis import positions as P
-from tests.app.conftest import decode_array
-from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+from tests.e2e.conftest import assert_no_exception, chart_z, open_page, screenshot, wait_for_z_change
 
 pytestmark = pytest.mark.e2e
 CHARTS = "[data-testid='stPlotlyChart'] .js-plotly-plot"
-
-
-def _z(page, index: int = 0) -> np.ndarray:
-    """The z array of the index-th chart as the browser holds it."""
-    data = plotly_data(page, index)
-    assert data, f"no plotly chart number {index} on the page"
-    return np.asarray(decode_array(data[0]["z"]), dtype=float)  # 2-D z may stay base64 in the browser
-
-
-def _wait_change(page, before: np.ndarray, index: int = 0, timeout_ms: int = 60_000) -> np.ndarray:
-    """Wait until the index-th chart's z differs from `before` (the rerun replaced the figure)."""
-    step = 250
-    for _ in range(timeout_ms // step):
-        wait_for_run(page)
-        now = _z(page, index)
-        if now.shape != before.shape or not np.allclose(now, before):
-            return now
-        page.wait_for_timeout(step)
-    raise AssertionError("the sinusoidal table did not change")
 
 
 def _full_height_screenshot(page, name: str):
@@ -56,14 +36,14 @@ def test_positions_page_in_a_browser(server_url, page):
     assert_no_exception(page)
     page.wait_for_function(f"() => document.querySelectorAll(\"{CHARTS}\").length >= 15", timeout=60_000)
 
-    z0 = _z(page, 0)
+    z0 = chart_z(page, 0)
     np.testing.assert_allclose(z0, P.sinusoidal_table(64, 64, 10000), atol=1e-5)
 
     # One step left on the base slider: 10,000 -> 5,000, and the table follows.
     slider = page.locator("[data-testid='stSlider'] input[type='range'][aria-label='Base b']")
     slider.focus()
     slider.press("ArrowLeft")
-    z1 = _wait_change(page, z0)
+    z1 = wait_for_z_change(page, z0)
     np.testing.assert_allclose(z1, P.sinusoidal_table(64, 64, 5000), atol=1e-5)
     assert parse_qs(urlparse(page.url).query)["base"] == ["5000"]
 
