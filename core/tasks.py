@@ -160,6 +160,10 @@ class Task:
         return f"<Task {self.name}: archs={self.archs}, vocab={len(self.vocab)}, metric={self.metric}>"
 
     # ---- validation -------------------------------------------------------------------
+    def scored_for(self, arch: str) -> str:
+        """Which positions are scored, said for one architecture (tasks whose rule differs per arch override)."""
+        return getattr(self, "scored_by_arch", {}).get(arch, self.scored)
+
     def check_arch(self, arch: str) -> str:
         """Return arch if this task supports it, else raise a ValueError naming the options."""
         if arch not in self.archs:
@@ -272,11 +276,14 @@ class TransformTask(Task):
         self.name, self.title, self.description = name, title, description
         self.rule = rule
         self.vocab = Vocab(DIGITS)
-        self.scored = (
-            "Decoder: every position from <sep> on predicts the next answer token and finally <eos>; "
-            "encoder: position i must output y_i; encoder-decoder: every tgt position predicts the next "
-            "answer token, then <eos>. An example counts as right only if all its scored positions are."
-        )
+        self.scored_by_arch = {
+            "decoder": "Every position from <sep> on predicts the next answer token, and finally <eos>.",
+            "encoder": "Position i must output y_i, the answer's i-th token.",
+            "encoder-decoder": "Every decoder position predicts the next answer token, then <eos>.",
+        }
+        whole = " An example counts as right only if all its scored positions are."
+        self.scored_by_arch = {a: text + whole for a, text in self.scored_by_arch.items()}
+        self.scored = " ".join(f"{a}: {t}" for a, t in self.scored_by_arch.items())
 
     def _sample(self, rng: np.random.Generator, length: int) -> dict:
         return {"x": [DIGITS[d] for d in rng.integers(0, 10, size=length)]}

@@ -378,7 +378,7 @@ def panel_effect(sel: Selection, stack: np.ndarray, arg: np.ndarray, base: dict,
         m1.metric("accuracy, own mask", f"{own_acc:.1%}")
         m2.metric("accuracy, your mask", f"{your_acc:.1%}", delta=f"{(your_acc - own_acc) * 100:+.1f} points")
         m3.metric("examples scored", f"{N_SAMPLES} of width {n}")
-        st.caption(f"Task: {sel.task.title}. {sel.task.scored} The same {N_SAMPLES} examples are scored both times.")
+        st.caption(f"Task: {sel.task.title}. {sel.task.scored_for(sel.arch)} The same {N_SAMPLES} examples are scored both times.")
     try_this(
         "Hide the last key with **Padding** (real tokens = n − 1) on the future-legality encoder: the rule is the "
         "last token, so accuracy falls to chance.",

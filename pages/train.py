@@ -256,7 +256,7 @@ def keep_panel(run: training.TrainingRun) -> None:
                    "(core.train.evaluate).")
     c2.metric("Steps trained", f"{run.step}")
     c3.metric("Final training loss", f"{run.trainer.history[-1]['loss']:.4f}" if run.trainer.history else "-")
-    st.caption(f"Scored: {task.scored}")
+    st.caption(f"Scored: {task.scored_for(run.settings.arch)}")
     selected = st.session_state.get("glassbox.model") == run.model_id
     with st.container(horizontal=True):
         st.button("Use this model on every page", type="primary", icon=":material/check_circle:",

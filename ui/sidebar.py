@@ -171,7 +171,7 @@ def shared_sidebar() -> Selection:
         except ValueError as exc:
             targets = None
             st.info(f"No right answer to check: {exc}")
-        st.caption(f"Task: **{task.title}**. {task.scored}")
+        st.caption(f"Task: **{task.title}**. {task.scored_for(arch)}")
     query.write(model=model_id, input=" ".join(tokens),
                 tgt=" ".join(tgt_tokens) if tgt_tokens and st.session_state.get(TGT_MODE_KEY) == TYPED else None)
     return Selection(model_id, model, meta, task, device, tokens, ids, tgt_tokens, tgt_ids, targets, notes)

@@ -373,3 +373,11 @@ def test_brackets_are_balanced_half_the_time_with_hard_negatives():
             for a, z in m["pairs"]:  # pairs are token positions of partners
                 assert (s[a - 1], s[z - 1]) in {("(", ")"), ("[", "]")}
     assert same_counts / negatives > 0.7
+
+
+def test_scored_for_speaks_of_one_architecture():
+    from core.tasks import get_task
+    reverse = get_task("reverse")
+    assert "<sep>" in reverse.scored_for("decoder") and "<sep>" not in reverse.scored_for("encoder-decoder")
+    assert reverse.scored_for("encoder").startswith("Position i")
+    assert get_task("induction").scored_for("decoder") == get_task("induction").scored
