@@ -445,3 +445,31 @@ def test_an_intervention_on_hook_mask_is_applied(arch):
     assert (pattern[..., 4, :] == 0).all() and torch.isfinite(pattern).all()
     rows = pattern.sum(-1)[..., [0, 1, 2, 3, 5, 6, 7, 8]]  # every query but 4 still sees some key
     assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
+
+
+def test_encoder_decoder_masks_per_stack():
+    model = make("encoder-decoder")
+    src, tgt = tokens(n=9), tokens(n=5, seed=4)
+    hide_first_source = torch.ones(5, 9, dtype=torch.bool)
+    hide_first_source[:, 0] = False
+    _, cache = model.run_with_cache(src, tgt=tgt, names="*attn.hook_pattern", cross_mask=hide_first_source,
+                                    src_mask=masks.sliding_window(9, 1))
+    assert (cache["decoder.blocks.0.cross_attn.hook_pattern"][..., 0] == 0).all()
+    assert (cache["encoder.blocks.1.attn.hook_pattern"][..., ~masks.sliding_window(9, 1)] == 0).all()
+    assert (cache["decoder.blocks.0.attn.hook_pattern"][..., ~masks.causal(5)] == 0).all()  # default causal
+    with pytest.raises(ValueError, match="cross_mask"):
+        model(src, tgt, cross_mask=torch.ones(5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="src_mask, tgt_mask and cross_mask"):
+        model(src, tgt, mask=masks.full(9))
+
+
+@pytest.mark.parametrize("use_cache,expected_calls", [(True, 1), (False, 6)])
+def test_cross_attention_keys_and_values_are_computed_once_with_the_cache(use_cache, expected_calls):
+    model = make("encoder-decoder")  # a private model: counting hooks here touch no shared model
+    calls = []
+    handle = model.decoder.blocks[0].cross_attn.W_K.register_forward_hook(lambda m, i, o: calls.append(1))
+    try:
+        model.generate(tokens(n=8), 6, tgt_prefix=torch.zeros(2, 1, dtype=torch.long), use_cache=use_cache)
+    finally:
+        handle.remove()
+    assert len(calls) == expected_calls
