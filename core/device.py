@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 
@@ -25,3 +27,20 @@ def pick_device(prefer: str | None = None) -> torch.device:
         if prefer in devices:
             return torch.device(prefer)
     return torch.device(devices[0])
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run tiny tensor work on one CPU thread, then restore this thread's previous count.
+
+    Small models do thousands of tiny ops; waking a thread pool for each made them 10-40x slower
+    on a busy 2-core machine. Under OpenMP the count behaves per calling thread (a count set and
+    restored in another thread does not reliably reach this one), so the set and the restore both
+    happen here, in the caller's thread, with no state shared between sessions.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

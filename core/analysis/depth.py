@@ -13,7 +13,6 @@ Four parts, in the order of the Depth page:
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -26,6 +25,7 @@ from core import masks as masks_lib
 from core.config import TransformerConfig
 from core.hooks import RunState, running
 from core.hyper import HyperConfig, HyperTransformer, init_weights
+from core.device import one_thread
 from core.model import Transformer
 from core.tasks import IGNORE, Task
 
@@ -278,21 +278,6 @@ class DepthProfile:
     resid_grad: np.ndarray  # [n_layers + 1] ||d loss / d x_l|| for the state entering block l (last: output)
     weight_grad: np.ndarray  # [n_layers] ||d loss / d W|| over block l's weight matrices
     resid_norm: np.ndarray  # [n_layers + 1] ||x_l||
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run tiny tensor work on the calling thread alone, then restore the thread count.
-
-    A 48-layer stack at d_model 32 is thousands of tiny ops; waking a thread pool for each one
-    on a busy 2-core machine made the experiment about 10x slower than one thread.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def random_stack(variant: str, n_layers: int, gain: float = 1.0, seed: int = 0, n_streams: int = 4,

@@ -13,9 +13,7 @@ prefix ("", "encoder.", "decoder.") and module ("attn" or "cross_attn").
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -25,6 +23,7 @@ import torch.nn.functional as F
 
 from core.analysis.attention import AttentionKind, attention_kinds
 from core.config import TransformerConfig
+from core.device import one_thread
 from core.model import Transformer
 from core.tasks import IGNORE, Batch, Formatted, Task, Vocab
 
@@ -865,29 +864,7 @@ def toy_trainer(seed: int = TOY_SEED, steps: int = TOY_STEPS, lr: float = TOY_LR
                    model=toy_model(task, seed), warmup=20, log_every=25)
 
 
-_THREADS_LOCK = threading.Lock()
-_THREADS_USERS = [0, 0]  # [callers inside few_threads, torch threads to restore]
-
-
-@contextlib.contextmanager
-def few_threads():
-    """Run the toy's tiny matrices on one CPU thread, then restore the thread count.
-
-    With 16-wide tensors, extra threads only add synchronisation: on a busy 2-core machine a
-    training step took about 40x longer with 2 threads than with 1.
-    """
-    with _THREADS_LOCK:
-        if _THREADS_USERS[0] == 0:
-            _THREADS_USERS[1] = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _THREADS_USERS[0] += 1
-    try:
-        yield
-    finally:
-        with _THREADS_LOCK:
-            _THREADS_USERS[0] -= 1
-            if _THREADS_USERS[0] == 0:
-                torch.set_num_threads(_THREADS_USERS[1])
+few_threads = one_thread  # the toy's 16-wide matrices run fastest on one thread (core.device.one_thread)
 
 
 @dataclass

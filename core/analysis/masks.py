@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from core import masks as M
+from core.device import one_thread
 from core.tasks import IGNORE, Task, get_task
 
 MASK_CONSTANTS: dict[str, float] = {"-1e4": -1e4, "-1e9": -1e9, "-inf": float("-inf")}
@@ -185,13 +186,8 @@ def time_attention(ns: Sequence[int] = (128, 256, 512, 1024, 2048), b: int = 32,
     """
     b = _whole("b (block size)", b, 1, M.MAX_N)
     generator = torch.Generator().manual_seed(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread: a busy shared machine disturbs it far less
-    try:
-        rows = _time_rows(ns, b, n_heads, d_head, repeats, generator)
-    finally:
-        torch.set_num_threads(threads)
-    return rows
+    with one_thread():  # one thread: a busy shared machine disturbs the timing far less
+        return _time_rows(ns, b, n_heads, d_head, repeats, generator)
 
 
 def _time_rows(ns, b, n_heads, d_head, repeats, generator) -> list[dict]:
