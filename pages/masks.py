@@ -377,7 +377,7 @@ def panel_effect(sel: Selection, stack: np.ndarray, arg: np.ndarray, base: dict,
         m1, m2, m3 = st.columns(3)
         m1.metric("accuracy, own mask", f"{own_acc:.1%}")
         m2.metric("accuracy, your mask", f"{your_acc:.1%}", delta=f"{(your_acc - own_acc) * 100:+.1f} points")
-        m3.metric("examples scored", f"{N_SAMPLES} of width {n}")
+        m3.metric("examples scored", f"{N_SAMPLES} × {n} tokens", help="Fresh task examples of the same length as your input, so your mask fits them.")
         st.caption(f"Task: {sel.task.title}. {sel.task.scored_for(sel.arch)} The same {N_SAMPLES} examples are scored both times.")
     try_this(
         "Hide the last key with **Padding** (real tokens = n − 1) on the future-legality encoder: the rule is the "
