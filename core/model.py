@@ -474,7 +474,7 @@ class Transformer(nn.Module):
 
     def head_weights(self, layer: int, prefix: str = "", which: str = "attn") -> dict[str, torch.Tensor]:
         """W_Q, W_K, W_V `[head d_model d_head]` and W_O `[head d_head d_model]` of one layer, detached."""
-        stack = self._stack_for(prefix)
+        stack = self.stack_for(prefix)
         attn = getattr(stack.blocks[layer], which)
         h, dh, d = self.cfg.n_heads, self.cfg.d_head, self.cfg.d_model
         def per_head(lin: nn.Linear) -> torch.Tensor:
@@ -487,13 +487,16 @@ class Transformer(nn.Module):
 
     def embedding_matrix(self, prefix: str = "") -> torch.Tensor:
         """W_E `[vocab d_model]` of a stack, detached."""
-        return self._stack_for(prefix).W_E.weight.detach()
+        return self.stack_for(prefix).W_E.weight.detach()
 
-    def _stack_for(self, prefix: str) -> Stack:
+    def stack_for(self, prefix: str = "") -> Stack:
+        """The stack behind a hook-name prefix: "" for a single-stack model, "encoder." or "decoder."."""
         if self.is_encoder_decoder:
             if prefix not in ("encoder.", "decoder.", "encoder", "decoder"):
-                raise ValueError("encoder-decoder models need prefix 'encoder.' or 'decoder.'")
+                raise ValueError("an encoder-decoder model needs prefix 'encoder.' or 'decoder.'")
             return self.encoder if prefix.startswith("encoder") else self.decoder
+        if prefix:
+            raise ValueError(f"a {self.cfg.arch} model has one stack; use prefix '' (got {prefix!r})")
         return self.stack
 
     # -- validation ---------------------------------------------------------------------------

@@ -33,17 +33,6 @@ from core.tasks import IGNORE, Task
 # 1. The residual stream, forward
 
 
-def stack_of(model: Transformer, prefix: str = ""):
-    """The stack behind a hook prefix: "" (encoder or decoder model), "encoder." or "decoder."."""
-    if model.is_encoder_decoder:
-        if prefix not in ("encoder.", "decoder."):
-            raise ValueError("an encoder-decoder model needs prefix 'encoder.' or 'decoder.'")
-        return model.encoder if prefix == "encoder." else model.decoder
-    if prefix:
-        raise ValueError(f"a {model.cfg.arch} model has one stack; use prefix '' (got {prefix!r})")
-    return model.stack
-
-
 def resid_names(model: Transformer, prefix: str = "") -> list[str]:
     """The residual stream's hook names, bottom to top, each state once.
 
@@ -51,7 +40,7 @@ def resid_names(model: Transformer, prefix: str = "") -> list[str]:
     (`hook_resid_mid`, decoder blocks' `hook_resid_mid_cross`, `hook_resid_post`). The
     `hook_resid_pre` of block i > 0 is the same tensor as the `hook_resid_post` of block i - 1.
     """
-    stack = stack_of(model, prefix)
+    stack = model.stack_for(prefix)
     names = [f"{prefix}blocks.0.hook_resid_pre"]
     for i, block in enumerate(stack.blocks):
         names.append(f"{prefix}blocks.{i}.hook_resid_mid")
@@ -73,7 +62,7 @@ def stage_label(name: str) -> str:
 
 def sublayer_names(model: Transformer, prefix: str = "") -> list[str]:
     """What each sublayer writes into the stream, in order (attn, cross, mlp per block)."""
-    stack = stack_of(model, prefix)
+    stack = model.stack_for(prefix)
     names = []
     for i, block in enumerate(stack.blocks):
         names.append(f"{prefix}blocks.{i}.hook_attn_out")
@@ -151,7 +140,7 @@ def logit_lens(model: Transformer, resid: np.ndarray | torch.Tensor, prefix: str
     resid `[stage pos d_model]` -> probabilities `[stage pos vocab]`. The final norm is the
     model's own (identity for post-LN, whose states are normalised already).
     """
-    stack = stack_of(model, prefix)
+    stack = model.stack_for(prefix)
     x = torch.as_tensor(np.asarray(resid), dtype=model.unembed.weight.dtype, device=model.device)
     logits = model.unembed(stack.ln_final(x))  # [stage pos vocab]
     return torch.softmax(logits.double(), dim=-1).cpu().numpy()
@@ -446,7 +435,7 @@ def task_gradients(model: Transformer, task: Task, n_samples: int = 64, seed: in
     logits, cache = model.run_with_cache(tokens, names=names, grad_of=loss_of, **kwargs)
     resid_grad = np.array([float(cache[n + "_grad"].double().norm()) for n in names])
     resid_norm = np.array([float(cache[n].double().norm(dim=-1).mean()) for n in names])
-    blocks = stack_of(model, prefix).blocks
+    blocks = model.stack_for(prefix).blocks
     weights = [[p for p in b.parameters() if p.dim() == 2] for b in blocks]
     flat = [w for ws in weights for w in ws]
     with torch.enable_grad():
@@ -602,7 +591,7 @@ def attention_graphs(model: Transformer, ids: torch.Tensor, threshold: float, pr
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
-    n_layers = len(stack_of(model, prefix).blocks)
+    n_layers = len(model.stack_for(prefix).blocks)
     names = [f"{prefix}blocks.{i}.attn.hook_pattern" for i in range(n_layers)]
     _, cache = model.run_with_cache(ids, names=names, **kwargs)
     return np.stack([(cache[n][0] >= threshold).any(dim=0).cpu().numpy() for n in names])  # [layer q k]

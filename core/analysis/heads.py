@@ -209,7 +209,7 @@ def _embeddings_into(model: Transformer, kind: AttentionKind, layer: int) -> tup
             if pre:
                 e_q, e_k = block.ln_cross(e_q), model.encoder.ln_final(e_k)
             return e_q.double(), e_k.double()
-        stack = model._stack_for(kind.prefix)
+        stack = model.stack_for(kind.prefix)
         e = model.embedding_matrix(kind.prefix)
         if pre:
             e = stack.blocks[layer].ln1(e)

@@ -473,3 +473,13 @@ def test_cross_attention_keys_and_values_are_computed_once_with_the_cache(use_ca
     finally:
         handle.remove()
     assert len(calls) == expected_calls
+
+
+def test_stack_for_maps_hook_prefixes_to_stacks():
+    encdec, dec = make("encoder-decoder"), make("decoder")
+    assert encdec.stack_for("encoder.") is encdec.encoder and encdec.stack_for("decoder.") is encdec.decoder
+    assert dec.stack_for("") is dec.stack
+    with pytest.raises(ValueError, match="encoder."):
+        encdec.stack_for("")
+    with pytest.raises(ValueError, match="one stack"):
+        dec.stack_for("decoder.")
