@@ -10,6 +10,7 @@ import streamlit as st
 import torch
 
 from core import masks as M
+from core.analysis import tensor_from
 from core.analysis import masks as A
 from core.figures import masks as F
 from core.figures.heatmaps import attention_heatmap, unique_labels
@@ -316,8 +317,8 @@ def _heatmap(pattern: np.ndarray, tokens: list[str], title: str, key: str) -> No
 
 def _prediction_frame(sel: Selection, base_logits: np.ndarray, edit_logits: np.ndarray) -> pd.DataFrame:
     """Per position: the right answer, the model's prediction with its own mask and with yours."""
-    base = prediction_table(sel, torch.as_tensor(base_logits))
-    edit = prediction_table(sel, torch.as_tensor(edit_logits))
+    base = prediction_table(sel, base_logits)
+    edit = prediction_table(sel, edit_logits)
     if base:
         rows = [{"position": f"{a['position']}:{a['token']}", "right answer": a["right answer"],
                  "own: predicts": a["predicted"], "own: p(right)": a["p(right)"],
@@ -441,7 +442,7 @@ def panel_right_wrong(sel: Selection, stack: np.ndarray, edit: dict, layer: int,
               for d, dtype in A.DTYPES.items() for c, value in A.MASK_CONSTANTS.items()}
     st.plotly_chart(F.leak_chart(grid, curves, eps, gap, title="leaked probability as the gap grows"),
                     key="masks.leak")
-    real = torch.as_tensor(edit["scores"][layer, head], dtype=torch.float32)
+    real = tensor_from(edit["scores"][layer, head], dtype=torch.float32)
     m = torch.as_tensor(mask)
     partial = m.any(-1) & ~m.all(-1)  # rows with both allowed and blocked keys
     if bool(partial.any()):

@@ -169,7 +169,7 @@ query.seed("positions.layer", "layer", lambda p: query.parse_int(p, 0, n_layers 
            valid=lambda v: 0 <= v < n_layers)
 query.seed("positions.head", "head", lambda p: query.parse_int(p, 0, n_heads - 1), 0,
            valid=lambda v: 0 <= v < n_heads)
-if EXT_READY not in st.session_state:
+if st.session_state.get(EXT_READY) is None:  # not `in`: that copies the whole session state
     st.session_state[EXT_READY] = query.parse_text("ext") is not None  # a shared link with ext= shows the curves
 query.seed("positions.ext", "ext", lambda p: _snap(p, list(EXT_LENGTHS), 2, 52, log=False), 20,
            valid=lambda v: v in EXT_LENGTHS)
@@ -485,7 +485,7 @@ for i, (col, (scheme, run_out)) in enumerate(zip(st.columns(2), swap_runs)):
         st.markdown(f"**{'Trained' if i == 0 else 'Swapped'}: {SCHEME_TEXT[scheme]}** ({prefix}layer {layer}, head {head})")
         st.plotly_chart(attention_heatmap(run_out[name][0, head], sel.tokens, sel.tokens),
                         key=f"positions.fig_swap_{i}")
-        table_rows = prediction_table(sel, torch.from_numpy(run_out["logits"]))
+        table_rows = prediction_table(sel, run_out["logits"])
         if table_rows:
             right_count = sum(r["correct"] for r in table_rows)
             st.caption(f"This input: {right_count} of {len(table_rows)} scored positions right.")

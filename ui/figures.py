@@ -1,27 +1,55 @@
-"""Figures kept per distinct arguments, so a rerun with the same view does not rebuild them.
+"""Figures kept per distinct arguments and shipped ready-serialised, so a rerun with the same view is cheap.
 
-`cached(builder)(*args)` calls a pure figure builder from core.figures through st.cache_resource
-(numpy arguments are hashed; the same figure object is handed back and st.plotly_chart copies it,
-so it must never be changed after building). The wrapper is made once per process: wrapping a
-function with st.cache_* inside a page script would redo that work (reading the function's source)
-on every rerun.
+`cached(builder)(*args)` calls a pure figure builder from core.figures through a process-wide memo
+(ui.memo: numpy arguments are keyed by a digest of their bytes) and wraps the result in a
+`ShippedFigure`. The wrapper is made once per process: wrapping inside a page script would redo
+that work on every rerun.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-import streamlit as st
+import plotly.graph_objects as go
+
+from ui.memo import memo
 
 MAX_FIGURES = 256  # per builder; a 128-token grid of 8 heads is well under a megabyte
 
 _WRAPPED: dict[Callable, Callable] = {}
 
 
-def cached(builder: Callable) -> Callable:
-    """The builder, memoised on its arguments for every session of this process."""
+class ShippedFigure(go.Figure):
+    """A finished figure that turns itself into plain data once, when it is built.
+
+    st.plotly_chart calls `to_dict()` on every rerun; for a plotly Figure that deep-copies every
+    trace and base64-encodes its arrays (about 2 ms for the grid of every head, most of the page's
+    drawing time). This figure hands back the dict it made when it was wrapped. It is shared by
+    every session, so it is never changed after wrapping: the plotly figure it came from is kept
+    as `source` for reading, and this object itself holds no traces.
+    """
+
+    def __init__(self, source: go.Figure):
+        super().__init__()
+        self._source = source
+        self._shipped = source.to_dict()
+
+    @property
+    def source(self) -> go.Figure:
+        """The plotly figure the builder returned (read it, never change it)."""
+        return self._source
+
+    def to_dict(self) -> dict:
+        return self._shipped
+
+    def to_plotly_json(self) -> dict:
+        return self._shipped
+
+
+def cached(builder: Callable[..., go.Figure]) -> Callable[..., ShippedFigure]:
+    """The builder, memoised on its arguments for every session of this process, returning shipped figures."""
     wrapped = _WRAPPED.get(builder)
     if wrapped is None:
-        wrapped = st.cache_resource(max_entries=MAX_FIGURES, show_spinner=False)(builder)
+        wrapped = memo(MAX_FIGURES)(lambda *args, **kwargs: ShippedFigure(builder(*args, **kwargs)))
         _WRAPPED[builder] = wrapped
     return wrapped

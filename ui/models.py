@@ -7,6 +7,7 @@ temperature, ablations) is an argument of a call on it.
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 
 import streamlit as st
@@ -15,12 +16,15 @@ import torch
 from core import checkpoints
 from core.device import available_devices
 from core.model import Transformer
+from ui.memo import memo
+
+MANIFEST_TTL_S = 10  # a model added to assets/models shows up within this many seconds
 
 USER_MODELS_KEY = "glassbox.user_models"  # {id: (model, meta)} trained or uploaded in this session
 USER_PREFIX = "session:"
 
 
-@st.cache_resource(show_spinner="Loading model ...", max_entries=32)
+@memo(maxsize=32)
 def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
     model, meta = checkpoints.load_bundled(model_id, device=device)
     for p in model.parameters():
@@ -28,14 +32,14 @@ def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
     return model, meta
 
 
-@st.cache_data(ttl=10, show_spinner=False)
-def _manifest() -> list[dict]:
-    return checkpoints.read_manifest()
+@memo(maxsize=1)
+def _manifest(period: int) -> tuple[dict, ...]:
+    return tuple(checkpoints.read_manifest())
 
 
 def manifest() -> list[dict]:
     """The bundled models' manifest (re-read at most every 10 s, not on every rerun of every page)."""
-    return _manifest()
+    return list(_manifest(int(time.monotonic() // MANIFEST_TTL_S)))
 
 
 def user_models() -> dict:

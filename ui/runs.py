@@ -1,6 +1,7 @@
 """Cached hooked runs: one forward per (model, input, options), shared by every widget on a page.
 
-Results are numpy arrays (cheap to cache and hash); masks are passed as numpy bool arrays.
+Results are read-only numpy arrays shared by every session (see ui.memo); masks are passed as
+numpy bool arrays.
 """
 
 from __future__ import annotations
@@ -8,14 +9,14 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-import streamlit as st
 import torch
 
 from ui import models
+from ui.memo import freeze, memo
 from ui.sidebar import Selection
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@memo(maxsize=128)
 def _cached_run(key: tuple, names: tuple, pos: Optional[str], temperature: float,
                 mask: Optional[np.ndarray], ablate: tuple) -> dict[str, np.ndarray]:
     model_id, device, ids, tgt = key
@@ -28,7 +29,7 @@ def _cached_run(key: tuple, names: tuple, pos: Optional[str], temperature: float
     logits, cache = model.run_with_cache(tokens, list(names), pos=pos, temperature=temperature, fwd=fwd, **kwargs)
     out = {name: t.float().cpu().numpy() for name, t in cache.items()}
     out["logits"] = logits.float().cpu().numpy()
-    return out
+    return freeze(out)
 
 
 def _zero_head(head: int):
@@ -41,6 +42,6 @@ def _zero_head(head: int):
 
 def run(sel: Selection, names: list[str] | str, *, pos: Optional[str] = None, temperature: float = 1.0,
         mask: Optional[np.ndarray] = None, ablate: tuple = ()) -> dict[str, np.ndarray]:
-    """Logits and the named activations (numpy, batch axis kept) for the sidebar's input."""
+    """Logits and the named activations (read-only numpy, batch axis kept) for the sidebar's input."""
     names = (names,) if isinstance(names, str) else tuple(names)
-    return _cached_run(sel.cache_key, names, pos, float(temperature), mask, tuple(ablate))
+    return dict(_cached_run(sel.cache_key, names, pos, float(temperature), mask, tuple(ablate)))

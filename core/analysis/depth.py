@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from core import masks as masks_lib
+from core.analysis import tensor_from
 from core.config import TransformerConfig
 from core.hooks import RunState, running
 from core.hyper import HyperConfig, HyperTransformer, init_weights
@@ -141,7 +142,7 @@ def logit_lens(model: Transformer, resid: np.ndarray | torch.Tensor, prefix: str
     model's own (identity for post-LN, whose states are normalised already).
     """
     stack = model.stack_for(prefix)
-    x = torch.as_tensor(np.asarray(resid), dtype=model.unembed.weight.dtype, device=model.device)
+    x = tensor_from(np.asarray(resid), dtype=model.unembed.weight.dtype, device=model.device)
     logits = model.unembed(stack.ln_final(x))  # [stage pos vocab]
     return torch.softmax(logits.double(), dim=-1).cpu().numpy()
 

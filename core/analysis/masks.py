@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from core import masks as M
+from core.analysis import tensor_from
 from core.device import one_thread
 from core.tasks import IGNORE, Task, get_task
 
@@ -73,7 +74,7 @@ def compare_masking(scores: np.ndarray, mask: np.ndarray, constant: float = floa
     The right pattern here follows the model's convention for a fully masked row (zeros,
     never NaN), so the sums are 1 for every row that may attend to something and 0 otherwise.
     """
-    s, m = torch.as_tensor(scores, dtype=torch.float32), torch.as_tensor(mask, dtype=torch.bool)
+    s, m = tensor_from(scores, dtype=torch.float32), tensor_from(mask, dtype=torch.bool)
     right = torch.nan_to_num(softmax_add_constant(s, m, constant), nan=0.0).masked_fill(~m, 0.0)  # [q k]
     wrong = softmax_zero_after(s, m)  # [q k]
     return {"right": right.numpy(), "wrong": wrong.numpy(),

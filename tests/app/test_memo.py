@@ -1,0 +1,127 @@
+"""The process-wide memos behind cached runs and figures (ui.memo, ui.figures.ShippedFigure)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from core.figures.attention import overview_grid
+from ui.figures import ShippedFigure, cached
+from ui.memo import Memo, fingerprint, freeze, memo
+
+
+def test_fingerprint_is_by_content_shape_and_dtype():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert fingerprint(a) == fingerprint(a.copy())
+    assert fingerprint(a) != fingerprint(a.reshape(3, 2))  # same bytes, other shape
+    assert fingerprint(a) != fingerprint(a.astype(np.float64))
+    b = a.copy()
+    b[1, 2] += 1e-6
+    assert fingerprint(a) != fingerprint(b)
+    assert fingerprint(a.T) == fingerprint(np.ascontiguousarray(a.T))  # a strided view hashes its values
+    assert fingerprint(torch.ones(3)) == fingerprint(torch.ones(3))  # tensors by content, not identity
+    assert fingerprint(["x", a]) == fingerprint(["x", a.copy()])
+    assert fingerprint(["x"]) != fingerprint(("x",))
+    assert fingerprint({"b": 1, "a": a}) == fingerprint({"a": a.copy(), "b": 1})
+    with pytest.raises(TypeError):
+        fingerprint({1, 2})  # not hashable: refused with the type's name, not keyed by accident
+    with pytest.raises(TypeError):
+        fingerprint([bytearray(b"x")])
+
+
+def test_memo_computes_once_per_distinct_argument_and_forgets_the_oldest():
+    calls = []
+
+    @memo(maxsize=2)
+    def square(x, scale=1):
+        calls.append(x)
+        return np.asarray(x) ** 2 * scale
+
+    first = square(np.array([1, 2]))
+    assert square(np.array([1, 2])) is first  # same content: the stored object itself
+    assert len(calls) == 1
+    square(np.array([3]))
+    square(np.array([1, 2]), scale=2)  # kwargs are part of the key
+    assert len(calls) == 3 and len(square) == 2
+    square(np.array([1, 2]))  # evicted (least recently used), so computed again
+    assert len(calls) == 4
+    square.clear()
+    assert len(square) == 0
+
+
+def test_memo_serves_many_threads_at_once():
+    slow = Memo(lambda x: (threading.Event().wait(0.01), x * 2)[1], maxsize=8)
+    results = []
+
+    def worker(i):
+        results.append(slow(i % 4))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == sorted((i % 4) * 2 for i in range(32))
+    assert len(slow) == 4
+
+
+def test_freeze_makes_shared_results_read_only():
+    out = freeze({"a": np.zeros(3), "b": [np.ones(2)]})
+    with pytest.raises(ValueError):
+        out["a"][0] = 1.0
+    with pytest.raises(ValueError):
+        out["b"][0] += 1.0
+
+
+def _grid_args():
+    patterns = np.random.default_rng(0).dirichlet(np.ones(5), size=(2, 3, 5)).astype(np.float32)  # [l h q k]
+    tokens = ["<bos>", "a", "b", "a", "b"]
+    return patterns, tokens
+
+
+def test_shipped_figure_serialises_exactly_like_its_source():
+    patterns, tokens = _grid_args()
+    source = overview_grid(patterns, tokens, tokens, selected=(1, 2))
+    shipped = ShippedFigure(source)
+    assert isinstance(shipped, go.Figure) and shipped.source is source
+    assert shipped.to_dict() == source.to_dict()
+    assert pio.to_json(shipped, validate=False) == pio.to_json(source, validate=False)
+
+
+def test_cached_builder_hands_back_one_shipped_figure_per_distinct_input():
+    patterns, tokens = _grid_args()
+    grid = cached(overview_grid)
+    assert grid is cached(overview_grid)  # wrapped once per process
+    a = grid(patterns, tokens, tokens, selected=(0, 0))
+    assert isinstance(a, ShippedFigure)
+    assert grid(patterns.copy(), list(tokens), tokens, selected=(0, 0)) is a
+    assert grid(patterns, tokens, tokens, selected=(0, 1)) is not a
+    other = patterns.copy()
+    other[0, 0, 0] = other[0, 0, 0][::-1]
+    assert grid(other, tokens, tokens, selected=(0, 0)) is not a
+
+
+def _chart_page():
+    import numpy as np
+    import plotly.graph_objects as go
+    import streamlit as st
+
+    from ui.figures import ShippedFigure
+
+    fig = go.Figure(go.Heatmap(z=np.eye(3, dtype=np.float32), zmin=0, zmax=1), layout=dict(height=321))
+    st.plotly_chart(fig, key="plain")
+    st.plotly_chart(ShippedFigure(fig), key="shipped")
+
+
+def test_streamlit_ships_the_same_chart_either_way():
+    at = AppTest.from_function(_chart_page).run()
+    assert not at.exception
+    plain, shipped = at.get("plotly_chart")
+    assert shipped.proto.spec == plain.proto.spec  # what the browser receives is identical
+    assert '"height":321' in shipped.proto.spec.replace(" ", "")

@@ -1,0 +1,95 @@
+"""Process-wide memos that are cheap to look up on every rerun.
+
+Every widget change reruns the whole page script, so each lookup of a cached run, figure or model
+happens on every rerun of every session. st.cache_data pays for that by hashing its arguments
+through Streamlit's general hasher and unpickling a copy of the result (about 0.3 ms a lookup
+here, several per page); these memos key on a short fingerprint instead and hand back the stored
+object itself. That object is shared by every session, so it must never be changed: `freeze`
+makes numpy results read-only, so a page that tried would fail loudly instead of corrupting
+another student's view.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+import numpy as np
+import torch
+
+
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def fingerprint(value: Any) -> Hashable:
+    """A hashable stand-in for an argument: numpy arrays by shape, dtype and a digest of their bytes."""
+    if isinstance(value, torch.Tensor):
+        return fingerprint(value.detach().cpu().numpy())  # by content, never by identity
+    if isinstance(value, np.ndarray):
+        data = memoryview(np.ascontiguousarray(value)).cast("B")  # the raw bytes, no copy when contiguous
+        return ("ndarray", value.shape, value.dtype.str, hashlib.blake2b(data, digest_size=16).digest())
+    if isinstance(value, (list, tuple)):
+        if all(type(v) in _PLAIN for v in value):  # token ids, labels: the common case, kept as they are
+            return (type(value).__name__, tuple(value))
+        return (type(value).__name__, *map(fingerprint, value))
+    if isinstance(value, dict):
+        return ("dict", *((k, fingerprint(v)) for k, v in sorted(value.items())))
+    hash(value)  # anything else must be hashable already (a TypeError here names the culprit)
+    return value
+
+
+def freeze(value: Any) -> Any:
+    """Make numpy arrays inside a result read-only (in place), so a shared result cannot be changed."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, dict):
+        for v in value.values():
+            freeze(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            freeze(v)
+    return value
+
+
+class Memo:
+    """A thread-safe least-recently-used store of results by fingerprint.
+
+    A miss computes outside the lock, so one slow run never blocks other sessions' lookups; two
+    sessions that miss at once both compute, and the second result wins (the same either way).
+    """
+
+    def __init__(self, func: Callable, maxsize: int):
+        self.func, self.maxsize = func, maxsize
+        self._store: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args, **kwargs):
+        key = (fingerprint(args), fingerprint(kwargs))
+        with self._lock:
+            if key in self._store:
+                self._store.move_to_end(key)
+                return self._store[key]
+        value = self.func(*args, **kwargs)
+        with self._lock:
+            self._store[key] = value
+            self._store.move_to_end(key)
+            while len(self._store) > self.maxsize:
+                self._store.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def clear(self) -> None:
+        """Forget every stored result."""
+        with self._lock:
+            self._store.clear()
+
+
+def memo(maxsize: int = 128) -> Callable[[Callable], Memo]:
+    """Decorator: keep up to `maxsize` results of a pure function for every session of this process."""
+    return lambda func: Memo(func, maxsize)
