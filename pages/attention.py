@@ -1,6 +1,6 @@
 """Attention: every head at a glance, one head up close, and one query taken apart to the arithmetic.
 
-Thin page: the sidebar's model and input, the idea, then ui.attention_view's controls and tabs
+Thin page: the sidebar's model and input, the idea, then ui.attention_view's controls and views
 (which call core.analysis.attention and core.figures.attention).
 """
 
@@ -10,7 +10,7 @@ import streamlit as st
 
 from ui import attention_view as V
 from ui.page import header
-from ui.sidebar import MAX_INPUT_TOKENS, shared_sidebar
+from ui.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title
@@ -25,7 +25,5 @@ header(
     r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
     r"\qquad M_{ij}=\begin{cases}0 & \text{query } i \text{ may see key } j\\ -\infty & \text{otherwise}\end{cases}",
 )
-st.caption(f"Inputs are capped at {MAX_INPUT_TOKENS} tokens (set in the sidebar) so that every pattern can be "
-           f"drawn; above 128×128 cells a heatmap's hover shows weights rounded to the nearest percent.")
 view = V.controls(sel)
 V.draw(sel, view)

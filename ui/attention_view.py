@@ -16,6 +16,7 @@ import streamlit as st
 
 from core.analysis import attention as A
 from core.figures import attention as F
+from core.figures.heatmaps import EXACT_CELLS
 from ui import query, runs
 from ui.figures import cached
 from ui.page import try_this
@@ -26,7 +27,7 @@ STEPS_HEAD, STEPS_TOY = "head", "toy"
 CMP_HEADS, CMP_INPUTS = "heads", "inputs"
 PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-attention"}}
 SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would not fit a projector line)
-# The tabs: URL value -> label. Only the open tab is drawn, so a rerun pays for one view.
+# The views: URL value -> label. Only the open view is drawn, so a rerun pays for one view.
 VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
 VIEWS = {VIEW_GRID: "Every head", VIEW_HEAD: "One head", VIEW_STEPS: "Step by step", VIEW_TEMP: "Temperature",
          VIEW_CMP: "Compare", VIEW_EXPORT: "Export"}
@@ -97,13 +98,13 @@ def _seed_int(key: str, param: str, n: int, default: int) -> int:
 
 
 def int_picker(label: str, key: str, param: str, n: int, default: int, fmt=None, help: str | None = None,
-               buttons: int = 8) -> int:
+               buttons: int = 8, width: int | str = "stretch") -> int:
     """An integer choice 0..n-1 seeded from the URL (clamped); buttons when at most `buttons`, else a select box."""
     _seed_int(key, param, n, default)
     fmt = fmt or str
     if n <= buttons:
         return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
-    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help)
+    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help, width=width)
 
 
 def _seed_temperature() -> float:
@@ -128,26 +129,31 @@ def pick_temperature() -> float:
                                  "row towards one key, T > 1 flattens it towards uniform.")
 
 
-def _seed_view() -> dict:
-    """The open tab from the URL (`view`); returns label -> view."""
-    by_label = {label: view for view, label in VIEWS.items()}
-    query.seed("attention.view", "view", lambda p: VIEWS.get(query.parse_choice(p, list(VIEWS)) or ""),
-               VIEWS[VIEW_GRID], valid=lambda v: v in by_label)
-    return by_label
+def _seed_view() -> str:
+    """The open view from the URL (`view`)."""
+    return query.seed("attention.view", "view", lambda p: query.parse_choice(p, list(VIEWS)), VIEW_GRID,
+                      valid=lambda v: v in VIEWS)
 
 
-def pick_view() -> dict:
-    """The tabs, one per view; the open one is in the URL as `view` and only it is drawn."""
-    by_label = _seed_view()
-    tabs = st.tabs(list(VIEWS.values()), key="attention.view", on_change="rerun")
-    view = by_label.get(st.session_state.get("attention.view"), VIEW_GRID)
+def pick_view() -> str:
+    """Which view is open: one button per view, kept in the URL as `view`. Only the open view is drawn."""
+    _seed_view()
+    view = st.segmented_control("View", list(VIEWS), key="attention.view", required=True, format_func=VIEWS.get,
+                                label_visibility="collapsed", width="stretch")
     query.write(view=None if view == VIEW_GRID else view)
-    return dict(zip(VIEWS, tabs))
+    return view
 
 
 # ---------------------------------------------------------------------------------------------
 # Panels
 # ---------------------------------------------------------------------------------------------
+
+
+def _rounding_note(cells: int) -> str:
+    """Said next to 'hover to read the weight' when a figure ships its weights as whole percentages."""
+    if cells <= EXACT_CELLS:
+        return ""
+    return f" (to the nearest percent: above {EXACT_CELLS:,} cells the weights travel as whole percentages)"
 
 
 def overview_panel(patterns: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind):
@@ -157,19 +163,22 @@ def overview_panel(patterns: np.ndarray, q_tokens, k_tokens, layer: int, head: i
     st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. Inside a "
                 f"square, row *i* is a query token and column *j* a key token, and the colour is how much of "
                 f"query *i*'s attention goes to key *j* (0 dark blue to 1 yellow; every row adds up to 1). "
-                f"Hover to read the tokens and the weight. This model has {n_l} layers × {n_h} heads.")
+                f"Hover to read the tokens and the weight{_rounding_note(patterns.size)}. This model has "
+                f"{n_l} layers × {n_h} heads.")
     st.plotly_chart(grid_figure(patterns, q_tokens, k_tokens, selected=(layer, head)),
                     key="attention.fig_grid", config=PNG)
 
 
-def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, qpos: int,
-               kind: A.AttentionKind, temperature: float):
+def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind,
+               temperature: float):
     """One head: heatmap, token-to-token lines, and the chosen query's weights as bars."""
     t = "" if temperature == 1 else f", T = {temperature:g}"
     st.subheader(f"Layer {layer}, head {head} up close")
     st.markdown("Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
                 "on the right**; a thicker, darker line carries more weight (lines under 0.02 are left out). "
-                "The chosen query's row is outlined in orange and its lines are drawn in orange.")
+                f"The chosen query's row is outlined in orange and its lines are drawn in orange. Hover over the "
+                f"heatmap to read a weight{_rounding_note(pattern.size)}.")
+    qpos = pick_query(q_tokens)
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(head_figure(pattern, q_tokens, k_tokens, kind.query_title, kind.key_title,
@@ -190,6 +199,13 @@ def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, q
     elif kind.causal:
         st.caption("This is the last query, so the causal mask hides nothing from it; pick an earlier query "
                    "to see masked keys (grey bars with weight exactly 0).")
+
+
+def pick_query(q_tokens) -> int:
+    """The query token (row) that the bars and the arithmetic are about; kept in the URL as `query`."""
+    return int_picker("Query token", "attention.query", "query", len(q_tokens), len(q_tokens) - 1,
+                      fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0, width=280,
+                      help="The row of the pattern the bar chart and the arithmetic are about.")
 
 
 def _vector_latex(v: np.ndarray, dims: int = SHOWN_DIMS) -> str:
@@ -331,6 +347,7 @@ def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens
     if mode == STEPS_TOY:
         toy_arithmetic()
     else:
+        qpos = pick_query(q_tokens)
         head_arithmetic(sel, kind, layer, head, qpos, q_tokens, k_tokens, temperature)
 
 
@@ -471,7 +488,7 @@ def export_panel(sel: Selection, kind, patterns, q_tokens, k_tokens, temperature
     n_l, n_h, n_q, n_k = patterns.shape
     st.markdown(f"The current view's attention tensor has shape **[layer, head, query, key] = "
                 f"[{n_l}, {n_h}, {n_q}, {n_k}]** ({kind.label}, T = {temperature:g}). For pictures: every chart "
-                f"on the other tabs saves as a PNG from the camera icon in its toolbar (hover over the chart).")
+                f"in the other views saves as a PNG from the camera icon in its toolbar (hover over the chart).")
     stem = f"attention_{sel.model_id.replace(':', '-')}_{kind.key}_T{temperature:g}"
     meta = dict(model=sel.model_id, kind=kind.label, temperature=f"{temperature:g}", axes="layer head query key")
     c1, c2 = st.columns(2)
@@ -511,57 +528,50 @@ def controls(sel: Selection) -> View:
     kind = pick_kind(sel)
     q_tokens, k_tokens = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     with st.container(border=True):
-        c1, c2, c3 = st.columns([2, 3, 3])
+        c1, c2 = st.columns([2, 3])
         with c1:
             layer = int_picker("Layer", "attention.layer", "layer", cfg.n_layers, 0)
         with c2:
             head = int_picker("Head", "attention.head", "head", cfg.n_heads, 0)
-        with c3:
-            qpos = int_picker("Query token", "attention.query", "query", len(q_tokens), len(q_tokens) - 1,
-                              fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0,
-                              help="The row of the pattern the bar chart and the arithmetic are about.")
         temperature = pick_temperature()
+    # The query row is picked inside the views about one query (One head, Step by step); the others
+    # keep its value, so it survives a trip through them.
+    qpos = _seed_int("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
     query.write(kind=kind.key if len(A.attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head,
                 query=qpos, temp=None if temperature == 1 else f"{temperature:g}")
     return View(kind, q_tokens, k_tokens, layer, head, qpos, temperature)
 
 
 def draw(sel: Selection, v: View) -> None:
-    """The tabs; only the open one is computed and drawn."""
+    """The view buttons, then the open view (the only one computed and drawn)."""
     base_pat, base_logits = run_patterns(sel, v.kind, 1.0)
     pat, logits = (base_pat, base_logits) if v.temperature == 1 else run_patterns(sel, v.kind, v.temperature)
-    tabs = pick_view()
-    with tabs[VIEW_GRID]:
-        if tabs[VIEW_GRID].open:
-            overview_panel(pat, v.q_tokens, v.k_tokens, v.layer, v.head, v.kind)
-            try_this("Find a head whose square shows a bright diagonal (each token looks at itself) or a diagonal "
-                     "shifted by one (each token looks at its neighbour). Open it with the Layer and Head buttons "
-                     "above, then the 'One head' tab.",
-                     "Compare layer 0 with the last layer: later heads often make sharper, task-specific choices.")
-    with tabs[VIEW_HEAD]:
-        if tabs[VIEW_HEAD].open:
-            head_panel(pat[v.layer, v.head], v.q_tokens, v.k_tokens, v.layer, v.head, v.qpos, v.kind, v.temperature)
-            try_this("Change the query token above and watch its orange row, lines and bars move.",
-                     "Edit the input in the sidebar (for example swap two tokens) and see which weights follow the "
-                     "tokens and which stay with the positions.")
-    with tabs[VIEW_STEPS]:
-        if tabs[VIEW_STEPS].open:
-            arithmetic_panel(sel, v.kind, v.layer, v.head, v.qpos, v.q_tokens, v.k_tokens, v.temperature)
-    with tabs[VIEW_TEMP]:
-        if tabs[VIEW_TEMP].open:
-            temperature_panel(sel, v.kind, v.layer, v.head, v.q_tokens, base_pat, base_logits, pat, logits,
-                              v.temperature)
-            try_this("Move T to 0.1: the entropy bars drop towards 0 and each row picks one key. Does the model "
-                     "still get the answers right?",
-                     "Move T to 10: every row approaches the uniform marker and the predictions usually fall "
-                     "apart. Which positions survive longest?")
-    with tabs[VIEW_CMP]:
-        if tabs[VIEW_CMP].open:
-            compare_panel(sel, v.kind, v.layer, v.head, pat, v.q_tokens, v.k_tokens, v.temperature)
-            try_this("Compare two heads of the same layer: do they split the work (different keys) or repeat "
-                     "each other?",
-                     "Choose 'Same head, two inputs' and type input B as the sidebar input with one token "
-                     "changed: which rows of the difference light up?")
-    with tabs[VIEW_EXPORT]:
-        if tabs[VIEW_EXPORT].open:
-            export_panel(sel, v.kind, pat, v.q_tokens, v.k_tokens, v.temperature)
+    view = pick_view()
+    if view == VIEW_GRID:
+        overview_panel(pat, v.q_tokens, v.k_tokens, v.layer, v.head, v.kind)
+        try_this("Find a head whose square shows a bright diagonal (each token looks at itself) or a diagonal "
+                 "shifted by one (each token looks at its neighbour). Open it with the Layer and Head buttons "
+                 "above, then the 'One head' view.",
+                 "Compare layer 0 with the last layer: later heads often make sharper, task-specific choices.")
+    elif view == VIEW_HEAD:
+        head_panel(pat[v.layer, v.head], v.q_tokens, v.k_tokens, v.layer, v.head, v.kind, v.temperature)
+        try_this("Change the query token above and watch its orange row, lines and bars move.",
+                 "Edit the input in the sidebar (for example swap two tokens) and see which weights follow the "
+                 "tokens and which stay with the positions.")
+    elif view == VIEW_STEPS:
+        arithmetic_panel(sel, v.kind, v.layer, v.head, v.qpos, v.q_tokens, v.k_tokens, v.temperature)
+    elif view == VIEW_TEMP:
+        temperature_panel(sel, v.kind, v.layer, v.head, v.q_tokens, base_pat, base_logits, pat, logits,
+                          v.temperature)
+        try_this("Move T to 0.1: the entropy bars drop towards 0 and each row picks one key. Does the model "
+                 "still get the answers right?",
+                 "Move T to 10: every row approaches the uniform marker and the predictions usually fall "
+                 "apart. Which positions survive longest?")
+    elif view == VIEW_CMP:
+        compare_panel(sel, v.kind, v.layer, v.head, pat, v.q_tokens, v.k_tokens, v.temperature)
+        try_this("Compare two heads of the same layer: do they split the work (different keys) or repeat "
+                 "each other?",
+                 "Choose 'Same head, two inputs' and type input B as the sidebar input with one token "
+                 "changed: which rows of the difference light up?")
+    else:
+        export_panel(sel, v.kind, pat, v.q_tokens, v.k_tokens, v.temperature)

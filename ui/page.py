@@ -19,5 +19,4 @@ def header(title: str, idea: str, equation: str | None = None) -> None:
 def try_this(*prompts: str) -> None:
     """A short list of experiments for a student to run on the figure above."""
     with st.container(border=True):
-        st.markdown("**Try this**")
-        st.markdown("\n".join(f"- {p}" for p in prompts))
+        st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in prompts))

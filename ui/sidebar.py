@@ -13,9 +13,11 @@ from typing import Optional
 import streamlit as st
 import torch
 
+from core.analysis import tensor_from
 from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
 from ui import ensure_app_navigation, models, query
+from ui.memo import memo
 
 MODEL_KEY = "glassbox.model"
 INPUT_KEY = "glassbox.input"
@@ -96,13 +98,15 @@ def _pick_model() -> str:
                         help="Models this project trained on toy tasks, plus any you train or upload.")
 
 
-def _pick_device() -> str:
+def _pick_device(description: str) -> str:
+    """The device select when there is a GPU; otherwise a note under the model's description."""
     options = models.devices()
     query.seed(DEVICE_KEY, "device", lambda p: query.parse_choice(p, options), options[0],
                valid=lambda v: v in options)
     if len(options) == 1:
-        st.caption(f"Running on **{options[0].upper()}** (no GPU found).")
+        st.caption(f"{description}\n\nRunning on **{options[0].upper()}** (no GPU found).")
         return options[0]
+    st.caption(description)
     return st.selectbox("Device", options, key=DEVICE_KEY)
 
 
@@ -135,8 +139,7 @@ def shared_sidebar() -> Selection:
         model_id = _pick_model()
         if previous is not None and previous != model_id:
             _on_model_change()
-        st.caption(models.describe(model_id))
-        device = _pick_device()
+        device = _pick_device(models.describe(model_id))
         try:
             model, meta = models.get_model(model_id, device)
             task = get_task(meta["task"])
@@ -154,7 +157,8 @@ def shared_sidebar() -> Selection:
             st.session_state[INPUT_KEY] = _example(task, arch, seed + 1)
             st.session_state.pop(TGT_KEY, None)
         text = st.text_area(label, key=INPUT_KEY, height=90,
-                            help=f"Tokens separated by spaces. Known tokens: {' '.join(task.vocab.tokens[:40])}")
+                            help=f"Tokens separated by spaces, at most {cap} (so that every pattern can be drawn). "
+                                 f"Known tokens: {' '.join(task.vocab.tokens[:40])}")
         tokens, problem = _tokenise(task, text, "input", cap)
         notes = []
         if problem:
@@ -181,11 +185,11 @@ def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, 
     """The decoder's input for an encoder-decoder model: its own greedy output, or typed."""
     vocab = task.vocab
     query.seed(TGT_MODE_KEY, "tgt", lambda p: TYPED if query.parse_text(p) else None, GREEDY)
-    mode = st.radio("Decoder input", [GREEDY, TYPED], key=TGT_MODE_KEY,
-                    help="Cross-attention needs a target side: let the model write it, or type one.")
     greedy_tokens, greedy_ids = greedy_target(model_id, device, task, src_ids, cap)
+    mode = st.radio("Decoder input", [GREEDY, TYPED], key=TGT_MODE_KEY,
+                    captions=["`" + " ".join(greedy_tokens) + "`", "Edit the decoder's tokens below."],
+                    help="Cross-attention needs a target side: let the model write it, or type one.")
     if mode == GREEDY:
-        st.caption("Decoder input: `" + " ".join(greedy_tokens) + "`")
         return greedy_tokens, greedy_ids
     query.seed(TGT_KEY, "tgt", query.parse_text, " ".join(greedy_tokens))
     text = st.text_input("Decoder input tokens", key=TGT_KEY, help="Start with <bos>.")
@@ -196,7 +200,7 @@ def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, 
     return tokens, torch.tensor([vocab.encode(tokens)], device=src_ids.device)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@memo(maxsize=256)
 def _greedy_ids(model_id: str, device: str, src: tuple, steps: int, bos_id: int) -> tuple:
     """Greedy decoder output for one source (cached: every rerun of every page needs it)."""
     model, _ = models.get_model(model_id, device)
@@ -241,7 +245,7 @@ def prediction_table(sel: Selection, logits) -> list[dict]:
     """
     if sel.targets is None:
         return []
-    probs = torch.softmax(torch.as_tensor(logits)[0].float(), dim=-1)  # [pos vocab]
+    probs = torch.softmax(tensor_from(logits)[0].float(), dim=-1)  # [pos vocab]
     rows = []
     for p, target in enumerate(sel.targets):
         if target == IGNORE or p >= probs.shape[0]:

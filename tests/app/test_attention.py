@@ -51,6 +51,24 @@ def test_page_alone_draws_the_grid_of_every_head():
     assert grid["layout"]["coloraxis"]["cmin"] == 0 and grid["layout"]["coloraxis"]["cmax"] == 1
 
 
+def test_view_buttons_open_one_view_and_put_it_in_the_url():
+    at = page_at(PAGE, {"model": DECODER})
+    assert at.segmented_control(key="attention.view").value == "grid"
+    assert "view" not in at.query_params  # the default view keeps the link short
+    assert not at.main.selectbox  # no query picker: the grid is about every query at once
+    at.segmented_control(key="attention.view").set_value("head").run()
+    assert_ok(at)
+    heat, lines, bars = plotly_specs(at)  # only the open view is drawn
+    assert "layer 0, head 0" in heat["layout"]["title"]["text"]
+    last = len(at.session_state["glassbox.input"].split()) - 1
+    assert at.selectbox(key="attention.query").value == last  # the last query token, by default
+    assert at.query_params["view"] == "head"
+    at.segmented_control(key="attention.view").set_value("export").run()
+    assert_ok(at)
+    assert not plotly_specs(at) and len(at.get("download_button")) == 2
+    assert at.query_params["view"] == "export" and at.query_params["query"] == str(last)  # the row is kept
+
+
 def test_runs_from_the_app_entry_point():
     at = app_at(PAGE, {"model": DECODER})
     assert_ok(at)

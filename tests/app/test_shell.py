@@ -42,7 +42,9 @@ def test_model_picker_describes_the_model_and_changes_the_input():
     assert_ok(at)
     captions = " ".join(str(c.value) for c in at.sidebar.caption)
     assert manifest["reverse-encdec"]["description"][:30] in captions
-    assert "Decoder input" in captions  # encoder-decoder: the target side is shown
+    decoder_input = at.sidebar.radio(key="glassbox.tgt_mode")  # encoder-decoder: the target side is shown
+    assert decoder_input.label == "Decoder input"
+    assert decoder_input.proto.captions[0].startswith("`<bos> ")  # the model's own greedy output, written out
     assert at.query_params["model"] == "reverse-encdec"
 
 

@@ -133,7 +133,7 @@ def test_slider_and_select_change_the_heatmap(server_url, page):
     assert parse_qs(urlparse(page.url).query)["temp"] == ["0.8"]
 
     # The query select box moves the bar chart to another row of the heatmap.
-    page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").click()
+    page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").get_by_role("combobox").click()
     page.get_by_role("option").nth(3).click()
     wait_for_run(page)
     page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stPlotlyChart']\").length >= 3")
