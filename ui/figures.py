@@ -50,6 +50,11 @@ def cached(builder: Callable[..., go.Figure]) -> Callable[..., ShippedFigure]:
     """The builder, memoised on its arguments for every session of this process, returning shipped figures."""
     wrapped = _WRAPPED.get(builder)
     if wrapped is None:
+        if "<" in builder.__qualname__ or builder.__module__ == "__main__":
+            # A lambda, a nested function or one defined in a page script is a new object on every
+            # rerun: it would never hit and would pile up here. Pass a module-level builder.
+            raise ValueError(f"cached() needs a module-level figure builder, got {builder.__module__}."
+                             f"{builder.__qualname__}")
         wrapped = memo(MAX_FIGURES)(lambda *args, **kwargs: ShippedFigure(builder(*args, **kwargs)))
         _WRAPPED[builder] = wrapped
     return wrapped

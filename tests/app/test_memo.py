@@ -107,6 +107,17 @@ def test_cached_builder_hands_back_one_shipped_figure_per_distinct_input():
     assert grid(other, tokens, tokens, selected=(0, 0)) is not a
 
 
+def test_cached_refuses_builders_that_are_new_on_every_rerun():
+    with pytest.raises(ValueError, match="module-level"):
+        cached(lambda z: go.Figure(go.Heatmap(z=z)))
+
+    def local_builder(z):
+        return go.Figure(go.Heatmap(z=z))
+
+    with pytest.raises(ValueError, match="module-level"):
+        cached(local_builder)
+
+
 def _chart_page():
     import numpy as np
     import plotly.graph_objects as go
