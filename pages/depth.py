@@ -13,124 +13,24 @@ import math
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 
 from core.analysis import depth as A
 from core.figures import depth as F
-from core.hyper import HyperConfig, HyperTransformer
-from core.tasks import IGNORE, get_task
-from ui import models, query
+from core.tasks import IGNORE
+from ui import query
+from ui.depth_runs import (PATH_NS, TWIN_SAMPLES, backward_data, experiment, forward_data, lens_data,
+                            mixing_example, model_paths, path_curves, twin_ids, twins_data)
+from ui.figures import cached
 from ui.page import header, try_this
 from ui.sidebar import shared_sidebar
 
 VARIANT_NAMES = list(A.VARIANTS)
 DEFAULT_VARIANTS = ["pre-LN", "post-LN", "no norm", "no residual", "hyper (Sinkhorn)"]
 GAINS = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]
-PATH_NS = sorted({2 ** k for k in range(1, 13)} | {3 * 2 ** k for k in range(0, 11)})  # 2 .. 4096
 MAX_PATH_DRAW = 64  # receptive-field rows drawn
-TWIN_SAMPLES = 64
 MEASURES = {"stream": "stream gradient ‖∂ℓ/∂x_l‖", "weights": "weight gradient ‖∂ℓ/∂W_l‖"}
 IDENTITY_STACKS = ["pre-LN", "post-LN", "hyper (Sinkhorn)"]  # drawn again on their own axis (the zoom)
 OBJECTIVES = {"loss": "the loss (all scored positions)", "logit": "one logit (the right answer at the chosen position)"}
-
-# ---------------------------------------------------------------------------------------------
-# Cached work (plain values in, plain values out; the shared model is only ever called)
-
-
-def _inputs(cache_key: tuple):
-    """The model and the input (and decoder input) of a Selection's cache key, as tensors."""
-    model, meta = models.get_model(cache_key[0], cache_key[1])
-    ids = torch.tensor([cache_key[2]], device=model.device)  # [1 pos]
-    kwargs = {"tgt": torch.tensor([cache_key[3]], device=model.device)} if cache_key[3] is not None else {}
-    return model, ids, kwargs
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def forward_data(cache_key: tuple, prefix: str) -> A.ForwardStream:
-    """The residual stream of one stack for the sidebar's input."""
-    model, ids, kwargs = _inputs(cache_key)
-    return A.forward_stream(model, ids, prefix, **kwargs)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def lens_data(cache_key: tuple, prefix: str) -> np.ndarray:
-    """Logit-lens probabilities `[stage pos vocab]` of the output stack."""
-    model, _, _ = _inputs(cache_key)
-    return A.logit_lens(model, forward_data(cache_key, prefix).resid, prefix)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def backward_data(cache_key: tuple, prefix: str, kind: str, position: int, targets: tuple | None) -> A.BackwardStream:
-    """Gradients of the chosen scalar at every residual state of one stack."""
-    model, ids, kwargs = _inputs(cache_key)
-    return A.backward_stream(model, ids, A.objective(kind, targets, position), prefix, **kwargs)
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int, noise: float) -> A.DepthProfile:
-    """One random stack's gradient profile (each variant cached on its own)."""
-    return A.depth_profile(variant, n_layers, gain, seed, streams, noise)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def mixing_example(n_layers: int, gain: float, seed: int, streams: int, noise: float) -> np.ndarray:
-    """The Sinkhorn stack's mixing matrices `[2L n n]` (the same stack the chart measured)."""
-    cfg = HyperConfig(n_streams=streams, mixing="sinkhorn", noise=noise, n_layers=n_layers, gain=gain,
-                      d_model=A.EXPERIMENT_D_MODEL, n_heads=A.EXPERIMENT_HEADS,
-                      vocab_size=A.EXPERIMENT_VOCAB, max_len=A.EXPERIMENT_TOKENS)
-    with A.one_thread(), torch.random.fork_rng(devices=[]):
-        return HyperTransformer(cfg, seed=seed).double().mixing_matrices().numpy()
-
-
-def _twin_ids() -> tuple[str, str] | None:
-    """A bundled pre-LN / post-LN pair: same task and architecture, norm 'pre' and 'post'."""
-    rows = models.manifest()
-    for pre in rows:
-        if pre.get("norm") != "pre":
-            continue
-        for post in rows:
-            if post.get("norm") == "post" and post.get("task") == pre.get("task") and post.get("arch") == pre.get("arch"):
-                return pre["id"], post["id"]
-    return None
-
-
-@st.cache_data(max_entries=4, show_spinner="Measuring the twins' gradients ...")
-def twins_data(pre_id: str, post_id: str, device: str) -> dict:
-    """Loss gradients at every residual state of both twins, trained and freshly initialised."""
-    out = {}
-    for label, model_id in (("pre-LN", pre_id), ("post-LN", post_id)):
-        model, meta = models.get_model(model_id, device)
-        task = get_task(meta["task"])
-        length = meta.get("train_length")
-        with A.one_thread():
-            trained = A.task_gradients(model, task, TWIN_SAMPLES, seed=5, length=length)
-            fresh = A.task_gradients(A.fresh_twin(model, seed=0), task, TWIN_SAMPLES, seed=5, length=length)
-        out[label] = {"trained": trained, "untrained": fresh, "accuracy": meta.get("accuracy"),
-                      "id": model_id}
-    return out
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def path_curves(heads: int) -> dict[str, np.ndarray]:
-    """Every curve of the paths chart over PATH_NS for H heads."""
-    ns = np.array(PATH_NS)
-    return {
-        "ns": ns,
-        "formula": np.array([A.hop_formula(int(n), heads) for n in ns]),
-        "ideal": np.array([A.strided_head_layers(int(n), heads) for n in ns]),
-        "random": np.array([A.random_head_mean(int(n), heads) for n in ns]),
-        "rnn": np.array([A.rnn_path(int(n)) for n in ns]),
-    }
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def model_paths(cache_key: tuple, prefix: str, threshold: float) -> tuple[int | None, np.ndarray, int]:
-    """Layers needed on the sidebar model's thresholded attention graphs (its layers repeated)."""
-    model, ids, kwargs = _inputs(cache_key)
-    graphs = A.attention_graphs(model, ids, threshold, prefix, **kwargs)  # [layer q k]
-    needed, fields = A.layers_to_connect([torch.as_tensor(g) for g in graphs])
-    return needed, fields, graphs.shape[0]
-
 
 # ---------------------------------------------------------------------------------------------
 # Widgets with URL state
@@ -235,7 +135,7 @@ st.markdown(
     "state after an addition is normalised again (and scaled by LayerNorm's learned gain), so those rows stay near "
     f"√d_model = {math.sqrt(cfg.d_model):.1f} instead of growing.")
 st.latex(r"\|x_l\|_2 = \Big(\sum_{i=1}^{d_\text{model}} x_{l,i}^2\Big)^{1/2}")
-st.plotly_chart(F.stage_heatmap(stream.norms, stream.labels, tokens, colorbar="‖x‖", value_name="‖x‖",
+st.plotly_chart(cached(F.stage_heatmap)(stream.norms, stream.labels, tokens, colorbar="‖x‖", value_name="‖x‖",
                                 title=f"‖x‖ per residual state and token ({stack if is_encdec else cfg.arch})"),
                 key="depth.norms", width="stretch")
 
@@ -255,7 +155,7 @@ if not stream.is_sum:
     st.warning("This model is post-LN (or has no residual path): every addition is followed by a LayerNorm, so "
                "the final state is **not** the plain sum of the pieces and the bars do not add up to its length. "
                "Pick a pre-LN model in the sidebar to see an exact waterfall.")
-st.plotly_chart(F.contribution_figure(stream.parts, lengths, along, final_norm, stream.is_sum,
+st.plotly_chart(cached(F.contribution_figure)(stream.parts, lengths, along, final_norm, stream.is_sum,
                                       title=f"Pieces of the final state at position {pos_here}: "
                                             f"{tokens[pos_here]}  (‖x_L‖ = {final_norm:.2f})"),
                 key="depth.contrib", width="stretch")
@@ -272,7 +172,7 @@ st.markdown(
     "position is not scored). Read a column upward to see at which sublayer the answer appears. "
     + ("Post-LN states are normalised already, so the final norm is the identity here. " if cfg.norm == "post" else ""))
 st.latex(r"p_l(\cdot \mid \text{position } t) = \operatorname{softmax}\big(W_U\, \mathrm{LN}_\text{final}(x_{l,t})\big)")
-st.plotly_chart(F.logit_lens_figure(colour, top_tokens, table.p_top, table.p_right, out_stream.labels,
+st.plotly_chart(cached(F.logit_lens_figure)(colour, top_tokens, table.p_top, table.p_right, out_stream.labels,
                                     sel.query_tokens, colour_name=colour_name,
                                     title="Logit lens: top prediction per state (text) and p(right answer) (colour)"),
                 key="depth.lens", width="stretch")
@@ -306,7 +206,7 @@ st.markdown(
     "gradient is multiplied by the transposed Jacobian, and the identity in it hands the gradient "
     "straight through. Blank cells are exactly zero: in a decoder a later token cannot change an earlier prediction.")
 st.latex(r"g_l = \frac{\partial f}{\partial x_l}, \qquad g_l = g_{l+1}\Big(I + \frac{\partial F_l}{\partial x_l}\Big)")
-st.plotly_chart(F.stage_heatmap(back.grad_norms, back.labels, tokens, log=True, colorbar="‖∂f/∂x‖",
+st.plotly_chart(cached(F.stage_heatmap)(back.grad_norms, back.labels, tokens, log=True, colorbar="‖∂f/∂x‖",
                                 value_name="‖∂f/∂x‖", title="Gradient norm per residual state and token (log colour)"),
                 key="depth.grads", width="stretch")
 st.subheader("Which input tokens matter: gradient × embedding")
@@ -316,7 +216,7 @@ st.markdown(
     "the change from scaling every embedding at once. Blue pushes the number up, orange down.")
 st.latex(r"s_t = \Big\langle \frac{\partial f}{\partial e_t},\ e_t \Big\rangle, \qquad "
          r"\sum_t s_t = \frac{d}{d\alpha} f(\alpha e)\Big|_{\alpha=1}")
-st.plotly_chart(F.saliency_figure(tokens, back.saliency, title=f"Saliency of each input token for {what.split(',')[0]}"),
+st.plotly_chart(cached(F.saliency_figure)(tokens, back.saliency, title=f"Saliency of each input token for {what.split(',')[0]}"),
                 key="depth.saliency", width="stretch")
 try_this(
     "Switch **Gradient of** to one logit and move the position: which tokens light up for a sort output, "
@@ -409,11 +309,11 @@ lower, upper = A.bounds(rho, n_layers)
 if measure == "stream":
     curves = {v: A.relative(profiles[v].resid_grad) for v in variants}
     y_title = "‖∂ℓ/∂x_l‖ / ‖∂ℓ/∂x_L‖"
-    fig = F.depth_chart(curves, lower, upper, rho, y_title=y_title,
+    fig = cached(F.depth_chart)(curves, lower, upper, rho, y_title=y_title,
                         title=f"Gradient at each block's input, relative to the top ({n_layers} layers, gain {gain})")
 else:
     curves = {v: A.relative(profiles[v].weight_grad) for v in variants}
-    fig = F.depth_chart(curves, None, None, None, y_title="‖∂ℓ/∂W_l‖ / ‖∂ℓ/∂W_top‖",
+    fig = cached(F.depth_chart)(curves, None, None, None, y_title="‖∂ℓ/∂W_l‖ / ‖∂ℓ/∂W_top‖",
                         x_title="block l (0 = input side)",
                         title=f"Gradient of each block's weights, relative to the top block ({n_layers} layers, gain {gain})")
 st.plotly_chart(fig, key="depth.chart", width="stretch")
@@ -421,7 +321,7 @@ zoomed = {v: c for v, c in curves.items() if v in IDENTITY_STACKS}
 if zoomed:
     st.markdown("The stacks with an identity path sit on top of each other above; on their own axis the difference "
                 "between a smooth and a zigzag curve shows:")
-    st.plotly_chart(F.depth_chart(zoomed, y_title="relative to the top", title="Zoom: the stacks with an identity path",
+    st.plotly_chart(cached(F.depth_chart)(zoomed, y_title="relative to the top", title="Zoom: the stacks with an identity path",
                                   x_title="layer l (0 = input side)" if measure == "stream" else "block l (0 = input side)"),
                     key="depth.zoom", width="stretch")
 
@@ -486,7 +386,7 @@ with hcols[0]:
     sublayer = st.slider("Sublayer of the Sinkhorn stack", 0, 2 * n_layers - 1, 0, key="depth.sublayer",
                          help="Even = attention, odd = MLP.")
     m = mats[sublayer]
-    st.plotly_chart(F.mixing_figure(m, title=f"H_res of sublayer {sublayer} "
+    st.plotly_chart(cached(F.mixing_figure)(m, title=f"H_res of sublayer {sublayer} "
                                                f"({'attention' if sublayer % 2 == 0 else 'MLP'} of block {sublayer // 2})"),
                     key="depth.mixing", width="stretch")
 with hcols[1]:
@@ -513,7 +413,7 @@ try_this(
 
 # ---- 3b. Twins ----------------------------------------------------------------------------------
 st.subheader("The bundled twins: pre-LN and post-LN after training")
-twins = _twin_ids()
+twins = twin_ids()
 if twins is None:
     st.warning("No bundled pre-LN / post-LN pair was found in assets/models (they are built by "
                "`python -m core.train --all`).")
@@ -532,10 +432,10 @@ else:
     stages = data["pre-LN"]["trained"].labels
     tcols = st.columns(2)
     with tcols[0]:
-        st.plotly_chart(F.twins_chart(stages, norms, "mean ‖x‖ over tokens", title="Stream size along the depth",
+        st.plotly_chart(cached(F.twins_chart)(stages, norms, "mean ‖x‖ over tokens", title="Stream size along the depth",
                                       log=False), key="depth.twins_norm", width="stretch")
     with tcols[1]:
-        st.plotly_chart(F.twins_chart(stages, grads, "‖∂ℓ/∂x‖ / ‖∂ℓ/∂x_top‖",
+        st.plotly_chart(cached(F.twins_chart)(stages, grads, "‖∂ℓ/∂x‖ / ‖∂ℓ/∂x_top‖",
                                       title="Loss gradient along the stream (relative to the top)"),
                         key="depth.twins", width="stretch")
     twin_rows = []
@@ -593,7 +493,7 @@ needed, fields, model_layers = model_paths(sel.cache_key, path_prefix, float(tau
 point = None
 if needed is not None:
     point = (len(path_tokens), needed, f"{sel.model_id} (H={cfg.n_heads}, τ={tau})")
-st.plotly_chart(F.paths_chart(curves_p["ns"], curves_p["formula"], curves_p["ideal"], curves_p["random"],
+st.plotly_chart(cached(F.paths_chart)(curves_p["ns"], curves_p["formula"], curves_p["ideal"], curves_p["random"],
                               curves_p["rnn"], heads, chosen_n=n_path, model_point=point,
                               title="Layers needed for the last token to reach the first"),
                 key="depth.paths", width="stretch")
@@ -620,7 +520,7 @@ else:
 if len(fields):
     shown = fields[:MAX_PATH_DRAW]
     names = [f"{k + 1} (layer {k % model_layers})" for k in range(len(shown))]
-    st.plotly_chart(F.receptive_field_figure(shown, path_tokens, names,
+    st.plotly_chart(cached(F.receptive_field_figure)(shown, path_tokens, names,
                                              title="Tokens that can reach the last token after k stacked layers"),
                     key="depth.field", width="stretch")
 try_this(

@@ -13,17 +13,17 @@ from core import masks as M
 from core.analysis import tensor_from
 from core.analysis import masks as A
 from core.figures import masks as F
-from core.figures.heatmaps import attention_heatmap, unique_labels
+from core.figures.heatmaps import unique_labels
 from core.tasks import get_task
-from core.train import evaluate
 from ui import models, query
+from ui.figures import cached
+from ui.masks_runs import (DEC_ID, ENC_ID, N_SAMPLES, graph_facts, influence, legality_panel_data,
+                            masked_accuracy, masked_run, receptive_fields, timing, width_to_length)
 from ui.page import header, try_this
 from ui.sidebar import Selection, prediction_table, shared_sidebar
 
 MAX_EDIT_N = 32  # the editor, the graph and the influence map draw every pair; 32 tokens stay readable
 MAX_FIELD_ROWS = 12  # receptive-field rows drawn (layers)
-N_SAMPLES = 256  # task examples scored for each accuracy
-ACC_SEED = 7
 SAME, PER_LAYER = "Same mask for every layer", "A different mask per layer"
 PRESETS = {
     "full": "Full: every key",
@@ -37,95 +37,6 @@ PRESETS = {
     "formula": "Formula",
 }
 DEFAULT_FORMULA = "abs(i - j) <= 2"
-ENC_ID, DEC_ID = "future-legality-encoder", "future-legality-decoder"
-
-# ---------------------------------------------------------------------------------------------
-# Cached model work (numpy in, numpy out; the shared model is only ever called)
-# ---------------------------------------------------------------------------------------------
-
-
-def _names(model, prefix: str) -> list[str]:
-    """The self-attention scores and pattern of every layer on the masked side."""
-    return [f"{prefix}blocks.{i}.attn.{h}" for i in range(model.cfg.n_layers)
-            for h in ("hook_attn_scores", "hook_pattern")]
-
-
-def _tensors(cache_key: tuple, model):
-    """The input ids (and decoder input) of a Selection's cache key as tensors on the model's device."""
-    _, _, ids, tgt = cache_key
-    ids_t = torch.tensor([ids], device=model.device)  # [1 pos]
-    tgt_t = torch.tensor([tgt], device=model.device) if tgt is not None else None  # [1 tgt_pos]
-    return ids_t, tgt_t
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def masked_run(cache_key: tuple, masks: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Logits, scores and patterns [layer head q k] for the input, under ``masks`` (None = default)."""
-    model, _ = models.get_model(cache_key[0], cache_key[1])
-    ids, tgt = _tensors(cache_key, model)
-    prefix = "decoder." if model.cfg.arch == "encoder-decoder" else ""
-    arg = None if masks is None else A.mask_argument(masks)
-    logits, cache = A.run_masked(model, ids, _names(model, prefix), arg, tgt)
-    def per_layer(hook: str) -> np.ndarray:
-        return np.stack([cache[f"{prefix}blocks.{i}.attn.{hook}"][0].float().cpu().numpy()
-                         for i in range(model.cfg.n_layers)])  # [layer head q k]
-
-    return {"logits": logits.float().cpu().numpy(), "scores": per_layer("hook_attn_scores"),
-            "pattern": per_layer("hook_pattern")}
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def masked_accuracy(model_id: str, device: str, masks: np.ndarray | None, length: int) -> float:
-    """Task accuracy on N_SAMPLES fixed examples of ``length`` under ``masks`` (None = default)."""
-    model, meta = models.get_model(model_id, device)
-    arg = None if masks is None else A.mask_argument(masks)
-    return A.masked_accuracy(model, meta["task"], arg, N_SAMPLES, ACC_SEED, length)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def influence(cache_key: tuple, masks: np.ndarray | None) -> np.ndarray:
-    """Measured influence [q k] (gradient size) for the input under ``masks``."""
-    model, _ = models.get_model(cache_key[0], cache_key[1])
-    ids, tgt = _tensors(cache_key, model)
-    return A.influence(model, ids, None if masks is None else A.mask_argument(masks), tgt)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def width_to_length(task_name: str, arch: str, width: int) -> int | None:
-    """The task's content length whose examples are ``width`` positions wide (None if none)."""
-    return A.length_for_width(get_task(task_name), arch, width)
-
-
-@st.cache_data(max_entries=8, show_spinner="Timing dense and block-sparse attention on this machine ...")
-def timing(b: int, run: int) -> list[dict]:
-    """One timing run (``run`` only distinguishes a fresh measurement from the cached one)."""
-    return A.time_attention(ns=(128, 256, 512, 1024, 2048), b=b, repeats=3, seed=run)
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def legality_panel_data(device: str, length: int) -> dict:
-    """Accuracies of the two future-legality models under both masks, and one worked example."""
-    enc, _ = models.get_model(ENC_ID, device)
-    dec, _ = models.get_model(DEC_ID, device)
-    task = get_task("future-legality")
-    width = length + 2
-    full, causal = M.full(width), M.causal(width)
-    out = {"acc": {}, "evaluate": {}}
-    for name, model in (("encoder", enc), ("decoder", dec)):
-        for mask_name, mask in (("full", full), ("causal", causal)):
-            out["acc"][(name, mask_name)] = A.masked_accuracy(model, task, mask, N_SAMPLES, ACC_SEED, length)
-        out["evaluate"][name] = evaluate(model, task, n_samples=512, length=length)
-    batch = task.batch(1, "encoder", seed=3, length=length)
-    ids = batch.tokens.to(enc.device)  # [1 pos]
-    out["tokens"] = task.vocab.decode(batch.tokens[0])
-    out["targets"] = batch.targets[0].tolist()
-    for name, model in (("encoder", enc), ("decoder", dec)):
-        with torch.no_grad():
-            logits = model(ids)  # [1 pos vocab]
-        out[f"{name}_pred"] = task.vocab.decode(logits[0].argmax(-1))
-        out[f"{name}_rule"] = A.influence(model, ids)[:, -1]  # [q]: how much the rule moves each output
-    return out
-
 
 # ---------------------------------------------------------------------------------------------
 # The editor
@@ -235,7 +146,7 @@ def mask_editor(prefix: str, n: int, tokens: list[str], default_preset: str, url
     if edited:
         description += f", with {edited} cell(s) edited by hand"
     with right:  # drawn above the cell editor, showing the mask after the cell edits
-        st.plotly_chart(F.mask_grid(mask, tokens, tokens, title=f"{name}: {description}"),
+        st.plotly_chart(cached(F.mask_grid)(mask, tokens, tokens, title=f"{name}: {description}"),
                         key=f"{prefix}.grid")
     return mask, description, dict(params, preset=preset)
 
@@ -312,7 +223,7 @@ def panel_editor(sel: Selection, n: int) -> tuple[np.ndarray, np.ndarray, str]:
 def _heatmap(pattern: np.ndarray, tokens: list[str], title: str, key: str) -> None:
     """One attention pattern [q k] on the shared 0..1 heatmap, its title clear of the key labels."""
     height = min(760, 120 + 28 * len(tokens))  # bigger cells than the default: these sit two abreast
-    st.plotly_chart(F.title_above(attention_heatmap(pattern, tokens, tokens, title=title, height=height)), key=key)
+    st.plotly_chart(cached(F.titled_heatmap)(pattern, tokens, title, height), key=key)
 
 
 def _prediction_frame(sel: Selection, base_logits: np.ndarray, edit_logits: np.ndarray) -> pd.DataFrame:
@@ -408,7 +319,7 @@ def panel_right_wrong(sel: Selection, stack: np.ndarray, edit: dict, layer: int,
         _heatmap(both["right"], tokens, "right: mask before softmax", "masks.right")
     with right:
         _heatmap(both["wrong"], tokens, "wrong: zero after softmax", "masks.wrong")
-    st.plotly_chart(F.row_sums_chart(both["right_sums"], both["wrong_sums"], tokens,
+    st.plotly_chart(cached(F.row_sums_chart)(both["right_sums"], both["wrong_sums"], tokens,
                                      title="each row's total weight"), key="masks.row_sums")
     lowest = float(both["wrong_sums"].min())
     st.caption(f"Smallest row sum the wrong way: {lowest:.3f}. A fully blocked row sums to 0 either way here.")
@@ -437,10 +348,8 @@ def panel_right_wrong(sel: Selection, stack: np.ndarray, edit: dict, layer: int,
     st.caption(f"Smallest |C| that keeps this row within ε: {A.min_constant(gap, k, eps):,.1f}. float16 holds "
                "numbers only up to 65,504, so −1e9 is stored as −∞ there, and a gap beyond 65,504 overflows "
                "by itself (NaN in the table; the float16 lines stop there).")
-    grid = np.logspace(0, 10, 121)
-    curves = {f"{d} {c}": A.leak_curve(grid, k, value, dtype)
-              for d, dtype in A.DTYPES.items() for c, value in A.MASK_CONSTANTS.items()}
-    st.plotly_chart(F.leak_chart(grid, curves, eps, gap, title="leaked probability as the gap grows"),
+    st.plotly_chart(cached(F.leak_chart)(A.LEAK_GAPS, A.leak_curves(k), eps, gap,
+                                         title="leaked probability as the gap grows"),
                     key="masks.leak")
     real = tensor_from(edit["scores"][layer, head], dtype=torch.float32)
     m = torch.as_tensor(mask)
@@ -471,7 +380,6 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
     tokens = sel.query_tokens
     layers = sel.model.cfg.n_layers
     mask = stack[layer]
-    t = torch.as_tensor(mask)
     st.header("4. The mask as a graph")
     st.markdown(
         f"Each token is a node and each allowed pair (query *i* reads key *j*) is an edge from *j* to *i*. "
@@ -479,7 +387,7 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
         "information forward from an earlier token, arcs **below** carry it backward from a later one: a causal "
         "mask draws only the upper half."
     )
-    st.plotly_chart(F.arc_diagram(mask, tokens), key="masks.arcs")
+    st.plotly_chart(cached(F.arc_diagram)(mask, tokens), key="masks.arcs")
     back, ahead = int(np.tril(mask, -1).sum()), int(np.triu(mask, 1).sum())
     st.caption(f"{back} edge(s) look back (above), {ahead} look ahead (below), and {int(np.trace(mask))} of {n} "
                "tokens may attend to themselves.")
@@ -493,18 +401,19 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
     )
     st.latex(r"L = D - A \qquad 0 = \lambda_1 \le \lambda_2 \le \dots \le \lambda_n")
     st.latex(r"\lambda_2(K_n) = n \qquad \lambda_2 = 0 \iff \text{the graph falls apart}")
-    spectrum = M.laplacian_spectrum(t)
-    lam2 = M.algebraic_connectivity(t)
-    pieces = int((spectrum < 1e-9).sum())
+    facts = graph_facts(stack, layer, scope == SAME)
+    spectrum, lam2, pieces = facts["spectrum"], facts["lambda2"], facts["pieces"]
     m1, m2, m3 = st.columns(3)
     m1.metric("λ2 (algebraic connectivity)", f"{lam2:.3f}")
     m2.metric("complete graph would give", f"{n}")
     m3.metric("separate pieces (zero eigenvalues)", f"{pieces}")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(F.laplacian_heatmap(M.laplacian(t), tokens, title="L = D − A"), key="masks.laplacian")
+        st.plotly_chart(cached(F.laplacian_heatmap)(facts["laplacian"], tokens, title="L = D − A"),
+                        key="masks.laplacian")
     with right:
-        st.plotly_chart(F.spectrum_bars(spectrum, title="spectrum of L, λ2 highlighted"), key="masks.spectrum")
+        st.plotly_chart(cached(F.spectrum_bars)(spectrum, title="spectrum of L, λ2 highlighted"),
+                        key="masks.spectrum")
 
     st.subheader("How many layers until everyone has heard from everyone?")
     st.markdown(
@@ -513,14 +422,8 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
         "stay apart however deep the model."
     )
     st.latex(r"R_L = (M_L \lor I)\circ\cdots\circ(M_1 \lor I)")
-    per = [torch.as_tensor(m) for m in stack]
-    full_at = M.layers_to_reach_all(t) if scope == SAME else None
-    depth = max(layers, full_at if full_at is not None else min(n - 1, 8))
-    stacked = per + [per[-1]] * (depth - layers)  # beyond the model's layers, the last mask repeats
-    shares = [1.0 / n] + [float(M.reachability(stacked[:d]).float().mean()) for d in range(1, depth + 1)]
-    if scope != SAME:
-        full_at = next((d for d, s in enumerate(shares) if s >= 1.0), None)
-    st.plotly_chart(F.reach_by_layer(shares, layers, full_at), key="masks.reach")
+    shares, full_at = facts["shares"], facts["full_at"]
+    st.plotly_chart(cached(F.reach_by_layer)(shares, layers, full_at), key="masks.reach")
     st.caption(("Never: some pairs have no route at any depth." if full_at is None else
                 f"Every token reaches every other after {full_at} layer(s).")
                + ("" if scope == SAME else " Past this model's layers the last layer's mask is repeated."))
@@ -530,10 +433,10 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
                       help="Which keys can influence this token after 1, 2, ... layers?")
     query.write(token=token)
     query.show_notes()
-    fields = torch.stack(M.receptive_field(stacked[:MAX_FIELD_ROWS], token)).numpy()  # [layer k]
-    st.plotly_chart(F.receptive_field_grid(fields, tokens, token,
-                                           title=f"what can reach {unique_labels(tokens)[token]}, layer by layer"),
-                    key="masks.field")
+    fields = receptive_fields(facts["stacked"], token, MAX_FIELD_ROWS)  # [layer k]
+    st.plotly_chart(cached(F.receptive_field_grid)(
+        fields, tokens, token, title=f"what can reach {unique_labels(tokens)[token]}, layer by layer"),
+        key="masks.field")
 
     st.subheader("The model agrees: measured influence")
     st.markdown(
@@ -541,10 +444,11 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
         "the embedding at position k moves (the size of a gradient)? Crosses mark pairs with **no route** through "
         f"this model's {layers} layers; their gradient must be exactly zero."
     )
-    reach = M.reachability(per).numpy()  # [q k]
+    reach = facts["reach"]  # [q k]
     measured = influence(sel.cache_key, stack)
     leaks = int(((measured > 0) & ~reach).sum())
-    st.plotly_chart(F.influence_heatmap(measured, reach, tokens, tokens, title="|∂ output q / ∂ embedding k|"),
+    st.plotly_chart(cached(F.influence_heatmap)(measured, reach, tokens, tokens,
+                                                title="|∂ output q / ∂ embedding k|"),
                     key="masks.influence")
     st.caption(f"Pairs with no route: {int((~reach).sum())}; of those with a nonzero gradient: {leaks}. "
                f"Pairs with a route: {int(reach.sum())}; of those with a zero gradient: "
@@ -577,13 +481,13 @@ def panel_cost(stack: np.ndarray | None, params_w: int) -> None:
         c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
     b = st.select_slider("block size b", [8, 16, 32, 64], value=32, key="masks.cost_b")
     ns = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
-    st.plotly_chart(F.pairs_chart(ns, b, params_w, None if stack is None else (n, int(stack[0].sum())),
+    st.plotly_chart(cached(F.pairs_chart)(ns, b, params_w, None if stack is None else (n, int(stack[0].sum())),
                                   title="allowed pairs as n grows"), key="masks.pairs")
     run = st.session_state.setdefault("masks.timing_run", 0)
     if st.button("Measure again", key="masks.remeasure", icon=":material/timer:"):
         st.session_state["masks.timing_run"] = run = run + 1
     rows = timing(b, run)
-    st.plotly_chart(F.timing_chart(rows, title=f"measured on this machine (4 heads of 16, b = {b}, one CPU thread)"),
+    st.plotly_chart(cached(F.timing_chart)(rows, title=f"measured on this machine (4 heads of 16, b = {b}, one CPU thread)"),
                     key="masks.timing")
     frame = pd.DataFrame(rows)[["n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n"]]
     st.dataframe(frame.style.format({"dense ms": "{:.2f}", "block-sparse ms": "{:.2f}", "measured ratio": "{:.3f}",
@@ -620,7 +524,7 @@ def panel_encoder_decoder(device: str) -> None:
     for col, name, own, other in ((left, "encoder", "full", "causal"), (right, "decoder", "causal", "full")):
         with col:
             mask = M.full(width) if own == "full" else M.causal(width)
-            st.plotly_chart(F.mask_grid(mask.numpy(), tokens, tokens, title=f"{name}: its own {own} mask"),
+            st.plotly_chart(cached(F.mask_grid)(mask.numpy(), tokens, tokens, title=f"{name}: its own {own} mask"),
                             key=f"masks.legality_{name}")
             m1, m2 = st.columns(2)
             m1.metric(f"own mask: {own}", f"{data['acc'][(name, own)]:.1%}")

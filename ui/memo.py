@@ -28,6 +28,8 @@ def fingerprint(value: Any) -> Hashable:
     """A hashable stand-in for an argument: numpy arrays by shape, dtype and a digest of their bytes."""
     if isinstance(value, torch.Tensor):
         return fingerprint(value.detach().cpu().numpy())  # by content, never by identity
+    if isinstance(value, np.ndarray) and value.dtype == object:  # e.g. token labels: by their values
+        return ("ndarray", value.shape, "object", fingerprint(value.ravel().tolist()))
     if isinstance(value, np.ndarray):
         data = memoryview(np.ascontiguousarray(value)).cast("B")  # the raw bytes, no copy when contiguous
         return ("ndarray", value.shape, value.dtype.str, hashlib.blake2b(data, digest_size=16).digest())

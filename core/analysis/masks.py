@@ -12,6 +12,7 @@ In reading order:
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -141,6 +142,24 @@ def leak_table(gap: float, n_forbidden: int, eps: float,
 def leak_curve(gaps: Sequence[float], n_forbidden: int, constant: float, dtype: torch.dtype) -> np.ndarray:
     """Leaked mass on the worst-case row for each gap (NaN where the dtype overflows)."""
     return np.array([float(leak_mass(*gap_row(g, n_forbidden), constant, dtype)) for g in gaps])
+
+
+LEAK_GAPS = np.logspace(0, 10, 121)  # the gaps the leak chart is drawn over, 1 to 1e10
+LEAK_GAPS.flags.writeable = False
+
+
+@functools.lru_cache(maxsize=64)
+def leak_curves(n_forbidden: int) -> dict[str, np.ndarray]:
+    """The leak curve over LEAK_GAPS of every number format and mask constant, named "<format> <constant>".
+
+    A pure function of the number of blocked keys, so it is kept: 726 softmaxes per call. The arrays
+    are read-only because every caller shares them.
+    """
+    curves = {f"{d} {c}": leak_curve(LEAK_GAPS, n_forbidden, value, dtype)
+              for d, dtype in DTYPES.items() for c, value in MASK_CONSTANTS.items()}
+    for curve in curves.values():
+        curve.flags.writeable = False
+    return curves
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.heatmaps import ATTENTION_SCALE, unique_labels
+from core.figures.heatmaps import ATTENTION_SCALE, attention_heatmap, unique_labels
 
 BLOCKED, ALLOWED = "#00224e", "#fee838"  # the two ends of cividis
 BACK, AHEAD = "#0072B2", "#D55E00"  # Okabe-Ito blue / vermillion: colour-blind safe
@@ -49,6 +49,11 @@ def title_above(fig: go.Figure) -> go.Figure:
     margin = fig.layout.margin
     return fig.update_layout(title=_title(text), height=(fig.layout.height or 300) + 36,
                              margin=dict(l=margin.l, r=margin.r, b=margin.b, t=_top_margin(labels, text)))
+
+
+def titled_heatmap(pattern: np.ndarray, tokens: Sequence[str], title: str, height: int) -> go.Figure:
+    """One attention pattern [q k] on the shared 0..1 heatmap, its title clear of the key labels on top."""
+    return title_above(attention_heatmap(pattern, tokens, tokens, title=title, height=height))
 
 
 def _grid_height(rows: int) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from core import masks as M
@@ -216,3 +217,22 @@ def test_encoder_decoder_masks_the_decoder_side():
     yours = z(at, "your mask ·")
     assert yours.shape == (n, n) and np.triu(yours, 1).sum() > 0.5  # the decoder now sees its future
     assert np.all(np.triu(z(at, "own mask"), 1) == 0)
+
+
+def test_graph_facts_match_the_mask_library():
+    from ui.masks_runs import graph_facts, receptive_fields
+
+    n = 6
+    stack = np.stack([M.sliding_window(n, 1).numpy(), M.block_diagonal(n, 3).numpy()])  # [layer q k]
+    facts = graph_facts(stack, 1, False)
+    block = M.block_diagonal(n, 3)
+    np.testing.assert_allclose(facts["spectrum"], M.laplacian_spectrum(block))
+    assert facts["lambda2"] == pytest.approx(0.0, abs=1e-9) and facts["pieces"] == 2
+    np.testing.assert_array_equal(facts["reach"], M.reachability([M.sliding_window(n, 1), block]).numpy())
+    assert facts["shares"][0] == pytest.approx(1 / n) and facts["full_at"] is None  # the blocks never meet
+    fields = receptive_fields(facts["stacked"], 0, 3)
+    expected = torch.stack(M.receptive_field([torch.tensor(m) for m in facts["stacked"][:3]], 0)).numpy()
+    np.testing.assert_array_equal(fields, expected)
+    assert fields.shape == (3, n) and fields[0].tolist() == [True, True, False, False, False, False]
+    same = graph_facts(np.stack([M.sliding_window(n, 1).numpy()] * 2), 0, True)
+    assert same["full_at"] == M.layers_to_reach_all(M.sliding_window(n, 1)) == n - 1

@@ -28,6 +28,8 @@ def test_fingerprint_is_by_content_shape_and_dtype():
     assert fingerprint(torch.ones(3)) == fingerprint(torch.ones(3))  # tensors by content, not identity
     assert fingerprint(["x", a]) == fingerprint(["x", a.copy()])
     assert fingerprint(["x"]) != fingerprint(("x",))
+    labels = np.array([["a", "b"], ["c", "d"]], dtype=object)
+    assert fingerprint(labels) == fingerprint(labels.copy()) != fingerprint(labels.T)
     assert fingerprint({"b": 1, "a": a}) == fingerprint({"a": a.copy(), "b": 1})
     with pytest.raises(TypeError):
         fingerprint({1, 2})  # not hashable: refused with the type's name, not keyed by accident

@@ -260,3 +260,24 @@ def test_leak_chart_draws_exact_zeros_at_the_floor_and_drops_nan():
     fig = F.leak_chart([1.0, 10.0], {"float32 -inf": np.array([0.0, np.nan])}, 1e-7)
     y = fig.data[0].y
     assert y[0] == F.LEAK_FLOOR and np.isnan(y[1])
+
+
+def test_leak_curves_are_the_per_format_curves_kept_read_only():
+    curves = A.leak_curves(7)
+    assert set(curves) == {f"{d} {c}" for d in A.DTYPES for c in A.MASK_CONSTANTS}
+    for d, dtype in A.DTYPES.items():
+        for c, value in A.MASK_CONSTANTS.items():
+            np.testing.assert_array_equal(curves[f"{d} {c}"], A.leak_curve(A.LEAK_GAPS, 7, value, dtype))
+    assert A.leak_curves(7) is curves  # kept
+    with pytest.raises(ValueError):
+        curves["float32 -1e4"][0] = 0.0  # shared by every session: read-only
+    assert not np.array_equal(A.leak_curves(1)["float32 -1e4"], curves["float32 -1e4"], equal_nan=True)
+
+
+def test_titled_heatmap_is_the_heatmap_with_its_title_above():
+    from core.figures.heatmaps import attention_heatmap
+
+    pattern = np.full((3, 3), 1 / 3, dtype=np.float32)
+    tokens = ["a", "b", "c"]
+    expected = F.title_above(attention_heatmap(pattern, tokens, tokens, title="t", height=200))
+    assert F.titled_heatmap(pattern, tokens, "t", 200).to_dict() == expected.to_dict()

@@ -1,0 +1,116 @@
+"""The Depth page's cached work: residual streams, the logit lens, gradients, the random-stack
+experiment, the trained twins and the path curves. Kept in a module (not the page file) so each cache
+is made once per process: a cache defined in a page script is rebuilt, and its function's source
+re-hashed, on every rerun.
+
+Plain values in, plain values out; the shared model is only ever called.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+import torch
+
+from core.analysis import depth as A
+from core.hyper import HyperConfig, HyperTransformer
+from core.tasks import get_task
+from ui import models
+
+PATH_NS = sorted({2 ** k for k in range(1, 13)} | {3 * 2 ** k for k in range(0, 11)})  # 2 .. 4096
+TWIN_SAMPLES = 64
+
+
+def _inputs(cache_key: tuple):
+    """The model and the input (and decoder input) of a Selection's cache key, as tensors."""
+    model, meta = models.get_model(cache_key[0], cache_key[1])
+    ids = torch.tensor([cache_key[2]], device=model.device)  # [1 pos]
+    kwargs = {"tgt": torch.tensor([cache_key[3]], device=model.device)} if cache_key[3] is not None else {}
+    return model, ids, kwargs
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def forward_data(cache_key: tuple, prefix: str) -> A.ForwardStream:
+    """The residual stream of one stack for the sidebar's input."""
+    model, ids, kwargs = _inputs(cache_key)
+    return A.forward_stream(model, ids, prefix, **kwargs)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def lens_data(cache_key: tuple, prefix: str) -> np.ndarray:
+    """Logit-lens probabilities `[stage pos vocab]` of the output stack."""
+    model, _, _ = _inputs(cache_key)
+    return A.logit_lens(model, forward_data(cache_key, prefix).resid, prefix)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def backward_data(cache_key: tuple, prefix: str, kind: str, position: int, targets: tuple | None) -> A.BackwardStream:
+    """Gradients of the chosen scalar at every residual state of one stack."""
+    model, ids, kwargs = _inputs(cache_key)
+    return A.backward_stream(model, ids, A.objective(kind, targets, position), prefix, **kwargs)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int, noise: float) -> A.DepthProfile:
+    """One random stack's gradient profile (each variant cached on its own)."""
+    return A.depth_profile(variant, n_layers, gain, seed, streams, noise)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def mixing_example(n_layers: int, gain: float, seed: int, streams: int, noise: float) -> np.ndarray:
+    """The Sinkhorn stack's mixing matrices `[2L n n]` (the same stack the chart measured)."""
+    cfg = HyperConfig(n_streams=streams, mixing="sinkhorn", noise=noise, n_layers=n_layers, gain=gain,
+                      d_model=A.EXPERIMENT_D_MODEL, n_heads=A.EXPERIMENT_HEADS,
+                      vocab_size=A.EXPERIMENT_VOCAB, max_len=A.EXPERIMENT_TOKENS)
+    with A.one_thread(), torch.random.fork_rng(devices=[]):
+        return HyperTransformer(cfg, seed=seed).double().mixing_matrices().numpy()
+
+
+def twin_ids() -> tuple[str, str] | None:
+    """A bundled pre-LN / post-LN pair: same task and architecture, norm 'pre' and 'post'."""
+    rows = models.manifest()
+    for pre in rows:
+        if pre.get("norm") != "pre":
+            continue
+        for post in rows:
+            if post.get("norm") == "post" and post.get("task") == pre.get("task") and post.get("arch") == pre.get("arch"):
+                return pre["id"], post["id"]
+    return None
+
+
+@st.cache_data(max_entries=4, show_spinner="Measuring the twins' gradients ...")
+def twins_data(pre_id: str, post_id: str, device: str) -> dict:
+    """Loss gradients at every residual state of both twins, trained and freshly initialised."""
+    out = {}
+    for label, model_id in (("pre-LN", pre_id), ("post-LN", post_id)):
+        model, meta = models.get_model(model_id, device)
+        task = get_task(meta["task"])
+        length = meta.get("train_length")
+        with A.one_thread():
+            trained = A.task_gradients(model, task, TWIN_SAMPLES, seed=5, length=length)
+            fresh = A.task_gradients(A.fresh_twin(model, seed=0), task, TWIN_SAMPLES, seed=5, length=length)
+        out[label] = {"trained": trained, "untrained": fresh, "accuracy": meta.get("accuracy"),
+                      "id": model_id}
+    return out
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def path_curves(heads: int) -> dict[str, np.ndarray]:
+    """Every curve of the paths chart over PATH_NS for H heads."""
+    ns = np.array(PATH_NS)
+    return {
+        "ns": ns,
+        "formula": np.array([A.hop_formula(int(n), heads) for n in ns]),
+        "ideal": np.array([A.strided_head_layers(int(n), heads) for n in ns]),
+        "random": np.array([A.random_head_mean(int(n), heads) for n in ns]),
+        "rnn": np.array([A.rnn_path(int(n)) for n in ns]),
+    }
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def model_paths(cache_key: tuple, prefix: str, threshold: float) -> tuple[int | None, np.ndarray, int]:
+    """Layers needed on the sidebar model's thresholded attention graphs (its layers repeated)."""
+    model, ids, kwargs = _inputs(cache_key)
+    graphs = A.attention_graphs(model, ids, threshold, prefix, **kwargs)  # [layer q k]
+    needed, fields = A.layers_to_connect([torch.as_tensor(g) for g in graphs])
+    return needed, fields, graphs.shape[0]
