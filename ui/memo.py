@@ -11,6 +11,7 @@ another student's view.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import threading
@@ -44,7 +45,8 @@ def fingerprint(value: Any) -> Hashable:
 
 
 def freeze(value: Any) -> Any:
-    """Make numpy arrays inside a result read-only (in place), so a shared result cannot be changed."""
+    """Make numpy arrays inside a result read-only (in place, through dicts, lists, tuples and
+    dataclasses), so a shared result cannot be changed."""
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     elif isinstance(value, dict):
@@ -53,6 +55,9 @@ def freeze(value: Any) -> Any:
     elif isinstance(value, (list, tuple)):
         for v in value:
             freeze(v)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # the analysis reports
+        for f in dataclasses.fields(value):
+            freeze(getattr(value, f.name))
     return value
 
 

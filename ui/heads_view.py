@@ -1,0 +1,693 @@
+"""The Heads page's controls and panels: subspaces, circuits, queries and keys, roles and
+redundancy, ablation, the two-head toy and the orthogonal query. pages/heads.py calls them in
+reading order.
+
+Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
+page script's source on every AppTest run, and this is most of the page's code. The cached work
+is in ui.heads_runs; figures come from core.figures.heads through ui.figures.cached.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.analysis import heads as H
+from core.analysis.attention import AttentionKind, attention_kinds, axis_tokens
+from core.figures import heads as FH
+from core.figures.heatmaps import attention_heatmap
+from core.figures.train import training_curves
+from core.tasks import IGNORE, Task
+from ui import heads_runs as R, query
+from ui.figures import cached
+from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
+from ui.page import try_this
+from ui.runs import run
+from ui.sidebar import Selection
+
+PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-heads"}}
+VIEW_SUB, VIEW_CIRC, VIEW_PCA, VIEW_ROLES, VIEW_ABL, VIEW_TOY, VIEW_ORTH = (
+    "subspaces", "circuits", "qk", "roles", "ablation", "toy", "orthogonal")
+VIEWS = {VIEW_SUB: "Subspaces", VIEW_CIRC: "Circuits", VIEW_PCA: "Queries & keys", VIEW_ROLES: "Roles & redundancy",
+         VIEW_ABL: "Ablation", VIEW_TOY: "Two-head toy", VIEW_ORTH: "Orthogonal query"}
+TOY_STEP_CHOICES = [200, 300, 400, 600, 800, 1000, 1500]
+TOY_KEY = "heads.toy_result"  # survives page switches: the toy this session trained
+# Figures memoised on their data and shipped pre-serialised (ui.figures.cached), wrapped once per process
+angle_fig = cached(FH.angle_heatmap)
+gram_fig = cached(FH.gram_heatmap)
+erank_fig = cached(FH.effective_rank_bars)
+budget_fig = cached(FH.budget_figure)
+circuit_fig = cached(FH.circuit_heatmap)
+sv_fig = cached(FH.singular_value_bars)
+scatter_fig = cached(FH.qk_scatter)
+pattern_fig = cached(attention_heatmap)
+roles_fig = cached(FH.role_tables)
+pair_fig = cached(FH.pair_heatmap)
+ablation_fig = cached(FH.ablation_bars)
+orth_fig = cached(FH.orthogonal_bars)
+toy_match_fig = cached(FH.toy_match_bars)
+toy_share_fig = cached(FH.toy_share_bars)
+toy_forms_fig = cached(FH.toy_qk_forms)
+curve_fig = cached(training_curves)
+
+
+# ---------------------------------------------------------------------------------------------
+# The view: attention kind, layer, head and tab (all in the URL)
+# ---------------------------------------------------------------------------------------------
+
+
+def seed_int(key: str, param: str, n: int, default: int) -> None:
+    """Widget state `key` from URL parameter `param`, clamped to 0..n-1 (a note says so)."""
+    query.seed(key, param, lambda p: query.parse_int(p, 0, n - 1), min(default, n - 1),
+               valid=lambda v: isinstance(v, int) and 0 <= v < n)
+
+
+def int_picker(label: str, key: str, param: str, n: int, default: int, fmt=str, help: str | None = None,
+               buttons: bool = True) -> int:
+    """An integer 0..n-1 seeded from the URL (clamped): segmented buttons when few, a select box otherwise."""
+    seed_int(key, param, n, default)
+    if buttons and n <= 8:
+        return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
+    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help)
+
+
+def pick_kind(sel: Selection) -> AttentionKind:
+    """Which attention: only encoder-decoder models have more than one kind."""
+    kinds = attention_kinds(sel.arch)
+    if len(kinds) == 1:
+        return kinds[0]
+    by_key = seed_kind(sel)
+    key = st.segmented_control("Which attention", list(by_key), key="heads.kind", required=True,
+                               format_func=lambda k: by_key[k].label)
+    return by_key[key]
+
+
+def seed_kind(sel: Selection) -> dict:
+    """The attention kind from the URL (`kind`, encoder-decoder only); returns the kinds by key."""
+    kinds = attention_kinds(sel.arch)
+    by_key = {k.key: k for k in kinds}
+    if len(kinds) > 1:
+        query.seed("heads.kind", "kind", lambda p: query.parse_choice(p, list(by_key)), kinds[0].key,
+                   valid=lambda v: v in by_key)
+    return by_key
+
+
+def seed_view() -> None:
+    """The open tab from the URL (`view`)."""
+    by_label = {label: view for view, label in VIEWS.items()}
+    query.seed("heads.view", "view", lambda p: VIEWS.get(query.parse_choice(p, list(VIEWS)) or ""),
+               VIEWS[VIEW_SUB], valid=lambda v: v in by_label)
+
+
+def seed_ablation(options: list) -> None:
+    """The ablated heads (`ablate`) and the replacement (`mode`) from the URL."""
+    query.seed("heads.ablate", "ablate", lambda p: parse_heads(query.parse_text(p), options), [],
+               valid=lambda v: isinstance(v, list) and all(r in options for r in v))
+    query.seed("heads.mode", "mode", lambda p: query.parse_choice(p, H.ABLATION_MODES), "zero")
+
+
+def seed_url(sel: Selection) -> None:
+    """Read every URL parameter of this page before anything is drawn, so notes about bad values
+    appear at the top of this very run."""
+    cfg = sel.model.cfg
+    by_key = seed_kind(sel)
+    kind = by_key.get(st.session_state.get("heads.kind"), next(iter(by_key.values())))
+    seed_int("heads.layer", "layer", cfg.n_layers, 0)
+    seed_int("heads.head", "head", cfg.n_heads, 0)
+    seed_view()
+    query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, H.MATRICES), "W_V")
+    seed_ablation(H.all_heads(sel.model))
+    n_q = len(axis_tokens(kind, sel.tokens, sel.tgt_tokens)[0])
+    seed_int("heads.orth_query", "oq", n_q, orth_default(cfg, n_q))
+
+
+def orth_default(cfg, n_q: int) -> int:
+    """The orthogonal-query tab's first query: early enough that its keys leave free directions."""
+    return min(n_q - 1, max(0, cfg.d_head // 2))
+
+
+def pick_view() -> dict:
+    """The tabs; only the open one is computed, and it is in the URL as `view`."""
+    by_label = {label: view for view, label in VIEWS.items()}
+    seed_view()
+    tabs = st.tabs(list(VIEWS.values()), key="heads.view", on_change="rerun")
+    view = by_label.get(st.session_state.get("heads.view"), VIEW_SUB)
+    query.write(view=None if view == VIEW_SUB else view)
+    return dict(zip(VIEWS, tabs))
+
+
+def vocab_labels(task: Task, n: int) -> tuple:
+    """Labels for ids 0..n-1: the task's tokens, then bare ids if the model's vocabulary is larger."""
+    tokens = list(task.vocab.tokens[:n])
+    return tuple(tokens + [f"id{i}" for i in range(len(tokens), n)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Panels
+# ---------------------------------------------------------------------------------------------
+
+
+def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
+    """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget."""
+    cfg = sel.model.cfg
+    st.subheader(f"Which directions each head uses (layer {layer})")
+    st.markdown(
+        "Each head reads the residual stream through its own matrices. The columns of $W_V^h$ span the "
+        "**value subspace** of head $h$: the only directions it can copy information from. Two heads look at "
+        "the same information when their subspaces overlap. We measure the overlap with **principal "
+        "angles**: take an orthonormal basis $Q$ of each subspace; the singular values of $Q_i^\\top Q_j$ are "
+        "the cosines of the angles. 0° means a shared direction, 90° means none. Heads are fully independent "
+        "only when *every* angle is 90°, which is the same as $(W_V^i)^\\top W_V^j = 0$.")
+    st.latex(r"\cos\theta_k = \sigma_k\!\left(Q_i^{\top} Q_j\right),\qquad Q_i = \operatorname{orth}(W_V^{i})")
+    st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
+    c1, c2, c3 = st.columns([3, 2, 2])
+    with c1:
+        query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, H.MATRICES), "W_V")
+        which = st.segmented_control("Matrix", list(H.MATRICES), key="heads.which", required=True,
+                                     help="W_Q, W_K, W_V: what a head reads from the residual stream. W_O (transposed): where it writes.")
+    with c2:
+        reduce = st.segmented_control("Angle shown in each cell", ["mean", "min"], key="heads.reduce",
+                                      default="mean", required=True,
+                                      format_func={"mean": "mean of all", "min": "smallest"}.get)
+    with c3:
+        normalised = st.toggle("Scale-free norms", key="heads.norm_gram",
+                               help="Divide each norm by ‖W^i‖ ‖W^j‖, so it no longer depends on how large the "
+                                    "weights are.")
+    query.write(matrix=None if which == "W_V" else which)
+    rep = R.subspaces(sel.model_id, sel.device, kind.key, layer, which, reduce)
+    labels = [f"H{h}" for h in range(cfg.n_heads)]
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**Principal angles between the heads' {which} subspaces** "
+                    f"({'mean of all' if reduce == 'mean' else 'smallest'}, degrees)")
+        st.plotly_chart(angle_fig(rep.angles, rep.all_angles, labels, which, reduce),
+                        key="heads.fig_angles", config=PNG)
+    with right:
+        st.markdown(f"**Overlap** $\\|(W^i)^\\top W^j\\|_F$ for {which}" + (" divided by $\\|W^i\\|_F\\|W^j\\|_F$"
+                                                                        if normalised else ""))
+        st.plotly_chart(gram_fig(rep.gram_normalised if normalised else rep.gram, labels, which, normalised),
+                        key="heads.fig_gram", config=PNG)
+    st.caption("The diagonal compares a head with itself (0°). Hover a cell to see every principal angle of the "
+               f"pair: there are d_head = {cfg.d_head} of them.")
+
+    st.markdown(
+        "**How many directions does a head really use?** A head has $d_{head}$ columns, but training may put "
+        "most of the weight into a few of them. The **effective rank** (entropy-based: the exponential of the "
+        "entropy of the singular values divided by their sum) is 1 when one direction carries everything and "
+        "$d_{head}$ when all are used equally.")
+    st.latex(r"\operatorname{erank}(W) = \exp\Big(-\sum_k p_k \ln p_k\Big),\qquad p_k = \frac{\sigma_k}{\sum_j \sigma_j}")
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown(f"**Effective rank of each head's {which}**")
+        st.plotly_chart(erank_fig(rep.eff_rank, labels, cfg.d_head, which), key="heads.fig_erank",
+                        config=PNG)
+    with right:
+        st.metric(f"all {cfg.n_heads} heads' {which} side by side: rank", f"{rep.joint_rank} of {cfg.d_model}",
+                  help="How many residual-stream dimensions the heads of this layer reach together.")
+        st.metric("their effective rank together", f"{rep.joint_eff_rank:.1f}")
+        st.metric("h_max = ⌊d_model / d_v⌋", f"{rep.h_max}", help="The most heads whose value spaces can be "
+                  "pairwise orthogonal in this model's width.")
+
+    st.markdown(
+        "**The budget.** If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
+        "have to fit side by side in the $d_{model}$-dimensional residual stream: $h \\cdot d_v \\le d_{model}$, "
+        "so at most $h_{max} = \\lfloor d_{model} / d_v \\rfloor$ heads can be mutually orthogonal. The usual "
+        "choice $d_v = d_{model} / h$ uses the budget exactly, and the total cost of a layer stays the same "
+        "however many heads you split it into. Change the numbers to see the picture for other sizes (the "
+        "model is not changed).")
+    st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
+             r"\right\rfloor")
+    c1, c2, c3 = st.columns(3)
+    d_model = c1.number_input("d_model", 1, 4096, cfg.d_model, key=f"heads.budget_dmodel.{sel.model_id}")
+    d_v = c2.number_input("d_v (width of one head)", 1, 4096, cfg.d_head, key=f"heads.budget_dv.{sel.model_id}")
+    n_heads = c3.number_input("heads h", 1, 64, cfg.n_heads, key=f"heads.budget_h.{sel.model_id}")
+    if d_model // d_v > FH.MAX_BOXES:
+        st.caption(f"Only the first {FH.MAX_BOXES} boxes of a row are drawn.")
+    st.plotly_chart(budget_fig(int(d_model), int(d_v), int(n_heads)), key="heads.fig_budget", config=PNG)
+    st.caption(f"h_max = ⌊{int(d_model)} / {int(d_v)}⌋ = {H.h_max(int(d_model), int(d_v))}. This model: "
+               f"{cfg.n_heads} heads × d_v = {cfg.d_head} = {cfg.n_heads * cfg.d_head} of d_model = {cfg.d_model}.")
+    try_this("Switch the matrix between W_Q, W_K and W_V. Are the heads more alike in what they look for (W_Q, "
+             "W_K) or in what they copy (W_V)?",
+             "Pick a randomly initialised model you trained on the Train page (few steps) and compare its angles "
+             "with a trained bundled model: random subspaces of a wide space are already far apart, but not 90°.",
+             "Set d_v to 24 with d_model 64: only 2 heads fit orthogonally and the third box turns red.")
+
+
+def circuits_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
+    """The QK and OV circuits of one head as token x token tables, with their singular values."""
+    cfg = sel.model.cfg
+    st.subheader(f"Circuits of layer {layer}, head {head}")
+    st.markdown(
+        "A head does two separate jobs. Its **QK circuit** decides *where to look*: the score a query token "
+        "gives a key token. Its **OV circuit** decides *what to write*: how attending to a token changes the "
+        "logits of every output token. Both can be read straight from the weights by feeding in the token "
+        "embeddings. The tables skip the positional encodings and every earlier layer (we pass each embedding "
+        "through the LayerNorm in front of this layer, as a pre-LN model does), so they are exact for layer 0 of "
+        "a model without positions and a first approximation otherwise.")
+    st.latex(r"\text{QK}^h = \frac{(E\,W_Q^h)(E\,W_K^h)^{\top}}{\sqrt{d_{\text{head}}}},\qquad "
+             r"\text{OV}^h = E\,W_V^h\,W_O^h\,W_U^{\top}")
+    n_q = cfg.source_vocab_size if kind.queries == "source" else cfg.vocab_size
+    n_k = cfg.source_vocab_size if kind.keys == "source" else cfg.vocab_size
+    q_labels, k_labels = vocab_labels(sel.task, n_q), vocab_labels(sel.task, n_k)
+    out_labels = vocab_labels(sel.task, cfg.vocab_size)
+    qk, ov = R.circuits(sel.model_id, sel.device, kind.key, layer, head, q_labels, k_labels, out_labels)
+    if kind.module == "cross_attn":
+        st.caption("Cross-attention: the queries are decoder (target) token embeddings, the keys and values are "
+                   "encoder (source) token embeddings passed through the encoder's final LayerNorm.")
+    st.markdown(f"**QK: where L{layer} H{head} looks.** Row = the query token, column = the key token; blue = a "
+                f"high score (attend more), red = a low one.")
+    st.plotly_chart(circuit_fig(qk.table, qk.rows, qk.cols, "query token", "key token", value_name="score"),
+                    key="heads.fig_qk", config=PNG)
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Its singular values**")
+        st.plotly_chart(sv_fig(qk.singular_values, cfg.d_head), key="heads.fig_qk_sv", config=PNG)
+    with right:
+        st.markdown("**Strongest pairs** (query → key)")
+        st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in qk.top_pairs(6)))
+    st.caption(f"At most d_head = {cfg.d_head} singular values can be non-zero (those after the dashed line are 0): "
+               f"the table is a product of two rank-{cfg.d_head} factors, however large the vocabulary.")
+    if ov is None:
+        st.info("This is an encoder head of an encoder-decoder model: it writes into the encoder output, which "
+                "the decoder reads only through cross-attention, so there is no direct path to the output logits "
+                "to read as an OV table. Pick the decoder or cross-attention above to see one.")
+    else:
+        st.markdown(f"**OV: what L{layer} H{head} writes.** Row = the token it attends to, column = an output "
+                    f"token; blue = that output's logit goes up, red = down.")
+        st.plotly_chart(circuit_fig(ov.table, ov.rows, ov.cols, "attended token", "output token",
+                                           value_name="logit"), key="heads.fig_ov", config=PNG)
+        left, right = st.columns([3, 2])
+        with left:
+            st.markdown("**Its singular values**")
+            st.plotly_chart(sv_fig(ov.singular_values, cfg.d_head), key="heads.fig_ov_sv", config=PNG)
+        with right:
+            if ov.table.shape[0] == ov.table.shape[1]:
+                share = float((np.argmax(ov.table, axis=1) == np.arange(ov.table.shape[0])).mean())
+                st.metric("copying score", f"{share:.0%}",
+                          help="Share of tokens whose strongest output is the token itself. A copying head has a "
+                               "blue diagonal: attending to token x raises the logit of x.")
+            st.markdown("**Strongest pairs** (attended → output)")
+            st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in ov.top_pairs(6)))
+    try_this("On an induction model, find the head in layer 1 whose OV table has a bright diagonal: it copies the "
+             "token it attends to. Then look at the same head's QK table.",
+             "Compare the number of large singular values with d_head: a head that uses only a few directions "
+             "has only a few large ones.")
+
+
+def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: str) -> tuple:
+    """(rope, queries [q d_head], keys [k d_head], hook `third` [q k]) of one head for the sidebar's input.
+
+    Under RoPE (self-attention) the queries and keys are the rotated ones: those whose dot products
+    give the scores.
+    """
+    rope = sel.model.cfg.pos == "rope" and kind.module == "attn"
+    names = [kind.hook(layer, "hook_rot_q" if rope else "hook_q"), kind.hook(layer, "hook_rot_k" if rope else "hook_k"),
+             kind.hook(layer, third)]
+    out = run(sel, names)
+    return rope, out[names[0]][0, :, head], out[names[1]][0, :, head], out[names[2]][0, head]
+
+
+def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
+    """One head's queries and keys for the current input, in a shared 2-D PCA plane."""
+    st.subheader(f"Queries and keys of layer {layer}, head {head} for your input")
+    st.markdown(
+        "Each token of your input gets a query vector and a key vector of $d_{head}$ numbers. We project all of them "
+        "onto the two directions along which they vary most (principal component analysis, queries and keys "
+        "together, so both live in one picture). Lines join each query to the keys it gives a large share of "
+        "its attention. The picture keeps only part of the geometry (see the percentages on the axes); the "
+        "attention itself uses all $d_{head}$ directions.")
+    st.latex(r"s_{ij} = \frac{q_i\cdot k_j}{\sqrt{d_{\text{head}}}},\qquad [\,\tilde q_i\;\tilde k_j\,] = "
+             r"[\,q_i\;k_j\,]\,V_{2}\quad (V_2:\ \text{top two principal axes})")
+    rope, q, k, pattern = head_run(sel, kind, layer, head, "hook_pattern")  # q [q d_head], k [k d_head], [q k]
+    q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
+    min_w = st.slider("Draw a line when the weight is at least", 0.05, 0.95, 0.3, 0.05, key="heads.pca_min")
+    proj = H.pca_2d(q, k)
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Queries** (orange circles) **and keys** (blue diamonds)")
+        st.plotly_chart(scatter_fig(proj.q2, proj.k2, q_tokens, k_tokens, pattern, proj.explained, min_w),
+                        key="heads.fig_pca", config=PNG)
+    with right:
+        st.markdown("**The same head's attention pattern**")
+        st.plotly_chart(pattern_fig(pattern, q_tokens, k_tokens, height=480), key="heads.fig_pca_pattern",
+                        config=PNG)
+    if rope:
+        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
+                   "give the scores.")
+    try_this("Find a previous-token head (Roles tab) and look at it here: each query should sit near the key of "
+             "the token before it.",
+             "Type an input with a repeated token in the sidebar. Do the two copies' keys land in the same place?")
+
+
+def roles_panel(sel: Selection, kind: AttentionKind):
+    """Role scores per layer x head, then pattern similarity and output mutual information."""
+    st.subheader("What kind of head is it?")
+    st.markdown(
+        "Some heads do a job we can name. We score every head against four such jobs. A **previous-token** head "
+        "sends each token's attention to the token just before it. An **induction** head, at a token t, looks "
+        "at the token that *followed* the previous copy of t (so it can predict that the pattern repeats). A "
+        "**subject** head, at the verb slot of the agreement task, looks at the sentence's subject. A "
+        "**first-token sink** parks attention on the very first position when it has nothing better to do. "
+        "Previous-token, induction and sink are measured on random sequences repeated twice (the same for every "
+        "model); the subject score on the agreement task's own sentences.")
+    st.latex(r"\text{induction}(h) = \operatorname{mean}_{t}\; A^h_{t,\;s(t)+1},\qquad "
+             r"s(t) = \max\{\,s<t : x_s = x_t\,\}")
+    if kind.module == "cross_attn":
+        st.info("These roles compare a sequence with itself; cross-attention reads another sequence. Pick the "
+                "encoder or decoder self-attention above.")
+        return
+    try:
+        with st.spinner("Scoring every head against known roles ..."):
+            roles = R.roles(sel.model_id, sel.device, kind.key, sel.task.name)
+        with st.spinner("Comparing every pair of heads ..."):
+            red = R.redundancy(sel.model_id, sel.device, kind.key, sel.task.name)
+    except ValueError as exc:
+        st.error(f"Could not probe this model's heads: {exc}")
+        return
+    st.plotly_chart(roles_fig(roles.scores, roles.chance), key="heads.fig_roles", config=PNG)
+    st.caption("Each cell is a mean attention weight (0 to 1). Under each title: the score of a head that spreads "
+               "its attention evenly, for comparison. " + " ".join(f"**{r}**: {n}." for r, n in roles.notes.items()))
+
+    st.subheader("Do heads repeat each other?")
+    st.markdown(
+        "Several heads are only useful if they do different things. Left: how alike two heads' attention "
+        "patterns are, as 1 minus the Jensen-Shannon divergence between their rows (1 = the same weights, 0 = "
+        "never the same keys). Right: how much information two heads' outputs share, estimated as the mutual "
+        "information of a Gaussian fitted to them: each head's output z is reduced to its top "
+        f"{MI_COMPONENTS} principal components, and with canonical correlations ρ between the two heads, "
+        "I = −½ Σ ln(1 − ρ²). This counts information shared linearly and is exact only for Gaussian data.")
+    st.latex(r"\operatorname{sim}(h,g) = 1 - \operatorname{mean}_i \operatorname{JS}\big(A^h_{i\cdot}\,\|\,A^g_{i\cdot}\big),"
+             r"\qquad \hat I(z^h; z^g) = -\tfrac12 \sum_k \ln\!\big(1-\rho_k^2\big)")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Pattern similarity** (1 − JS divergence)")
+        st.plotly_chart(pair_fig(red.similarity, red.labels, 0, 1, "similarity"), key="heads.fig_sim",
+                        config=PNG)
+    with right:
+        st.markdown("**Mutual information between outputs** (nats)")
+        top = max(float(np.nanmax(red.mi)) if np.isfinite(red.mi).any() else 1.0, 0.5)
+        fmt = "{:.2f}" if top < 10 else "{:.1f}"
+        st.plotly_chart(pair_fig(red.mi, red.labels, 0, top, "nats", fmt), key="heads.fig_mi", config=PNG)
+    st.caption(f"Estimated from {red.n_samples} positions. After shuffling one head's positions (so the two are "
+               f"independent by construction) the estimate still reads up to {red.noise:.3f} nats: values near "
+               f"that are noise.")
+    try_this("Pick an induction model: which layer holds the previous-token head and which the induction head? "
+             "An induction head needs a previous-token head in an earlier layer.",
+             "Pick agreement-encoder: which head has the highest subject score? Ablate it on the Ablation tab and "
+             "watch the accuracy.",
+             "Look for two heads with high pattern similarity: ablate both on the Ablation tab, then one at a time.")
+
+
+HEAD_RE = re.compile(r"^(?:(enc|dec|cross|self)\s*)?L(\d+)\s*H(\d+)$", re.IGNORECASE)
+
+
+def parse_heads(text: str, options: list) -> list | None:
+    """The `ablate` URL parameter ("L1H2,L0H3" or "cross L0H1") as head refs; None (with a note) if unreadable."""
+    if text is None:
+        return None
+    refs, bad = [], []
+    by_label = {_label(r).replace(" ", "").lower(): r for r in options}
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        ref = by_label.get(part.replace(" ", "").lower())
+        (refs if ref is not None else bad).append(ref if ref is not None else part)
+    if bad:
+        query.note(f"URL parameter ablate: no head called {', '.join(repr(b[:20]) for b in bad[:4])} in this model; "
+                   f"ignored.")
+    return refs
+
+
+def _label(ref) -> str:
+    """'L1 H2' for a self-attention head, 'cross L0 H1' for an encoder-decoder's."""
+    key, layer, head = ref
+    return f"L{layer} H{head}" if key == "self" else f"{key} L{layer} H{head}"
+
+
+def ablation_panel(sel: Selection):
+    """Zero- or mean-ablate any set of heads; then every head alone, ranked."""
+    model, task = sel.model, sel.task
+    st.subheader("What breaks without a head?")
+    st.markdown(
+        f"To learn what a head is for, take it away and measure the damage. **Zero ablation** replaces the head's "
+        f"output $z^h$ by zeros; **mean ablation** replaces it by its average over many inputs, which removes what "
+        f"the head says about *this* input while keeping its usual offset. The model itself is never changed: "
+        f"each run passes a replacement function for `blocks.ℓ.attn.hook_z`. We score {ABLATION_EXAMPLES} fresh "
+        f"examples of the task *{task.title}* (the mean is taken over the same examples).")
+    st.latex(r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
+             r"\mathbb{E}_{x}\big[z^h(x)\big],\qquad \Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
+    options = H.all_heads(model)
+    seed_ablation(options)
+    c1, c2 = st.columns([4, 1])
+    chosen = c1.multiselect("Heads to remove", options, key="heads.ablate", format_func=_label,
+                            placeholder="Pick one or more heads")
+    mode = c2.segmented_control("Replace by", list(H.ABLATION_MODES), key="heads.mode", required=True,
+                                format_func={"zero": "zeros", "mean": "mean"}.get)
+    query.write(ablate=",".join(_label(r).replace(" ", "") for r in chosen) or None,
+                mode=None if mode == "zero" else mode)
+    try:
+        base = R.ablation(sel.model_id, sel.device, task.name, (), mode)
+        result = R.ablation(sel.model_id, sel.device, task.name, tuple(chosen), mode)
+        with st.spinner("Removing each head in turn ..."):
+            ranking = R.ranking(sel.model_id, sel.device, task.name, mode)
+    except ValueError as exc:
+        st.error(f"Could not score this model on its task: {exc}")
+        return
+    c1, c2, c3 = st.columns(3)
+    c1.metric("heads removed", f"{len(chosen)} of {len(options)}")
+    c2.metric(f"accuracy ({task.metric})", f"{result.accuracy:.1%}",
+              delta=f"{(result.accuracy - base.accuracy) * 100:+.1f} points vs {base.accuracy:.1%}" if chosen else None)
+    c3.metric("loss (cross-entropy)", f"{result.loss:.3f}",
+              delta=f"{result.loss - base.loss:+.3f} vs {base.loss:.3f}" if chosen else None, delta_color="inverse")
+    if chosen:
+        logits = R.input_logits(sel.model_id, sel.device, tuple(sel.ids[0].tolist()),
+                                     tuple(sel.tgt_ids[0].tolist()) if sel.tgt_ids is not None else None,
+                                     task.name, tuple(chosen), mode)
+        clean = run(sel, [attention_kinds(sel.arch)[0].hook(0, "hook_z")])["logits"]
+        rows = input_rows(sel, clean, logits)
+        if rows:
+            st.markdown("**Your input** (from the sidebar), scored positions only:")
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="heads.abl_input")
+    st.markdown("**Every head alone.** Each row removes one head and nothing else; the heads are sorted by how "
+                "much the loss rises without them.")
+    labels = [_label((r["kind"], r["layer"], r["index"])) for r in ranking]
+    st.plotly_chart(ablation_fig(labels, np.array([r["loss change"] for r in ranking]),
+                                     np.array([r["accuracy change"] for r in ranking])),
+                    key="heads.fig_ablation", config=PNG)
+    table = pd.DataFrame([{"rank": r["rank"], "head": lab, "accuracy": r["accuracy"],
+                           "accuracy change": r["accuracy change"], "loss": r["loss"], "loss change": r["loss change"]}
+                          for r, lab in zip(ranking, labels)])
+    st.dataframe(table, hide_index=True, width="stretch", key="heads.abl_table",
+                 column_config={"accuracy": st.column_config.NumberColumn(format="percent"),
+                                "accuracy change": st.column_config.NumberColumn(format="percent"),
+                                "loss": st.column_config.NumberColumn(format="%.3f"),
+                                "loss change": st.column_config.NumberColumn(format="%+.3f")})
+    try_this("Remove the top-ranked head alone, then together with the second: is the damage the sum of the two?",
+             "Switch between zeros and mean. A head whose output is mostly a constant offset hurts far less under "
+             "mean ablation.",
+             "Remove every head of layer 0 of an induction model: the induction heads in layer 1 lose the "
+             "previous-token information they build on.")
+
+
+def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[dict]:
+    """Right answer, clean prediction and ablated prediction at each scored position of the sidebar input."""
+    if sel.targets is None:
+        return []
+    vocab = sel.task.vocab
+    rows = []
+    for p, target in enumerate(sel.targets):
+        if target == IGNORE or p >= clean.shape[1]:
+            continue
+        before, after = int(clean[0, p].argmax()), int(ablated[0, p].argmax())
+        rows.append({"position": f"{p}:{sel.query_tokens[p]}", "right answer": vocab.decode([target])[0],
+                     "with every head": vocab.decode([before])[0] + (" ✓" if before == target else " ✗"),
+                     "heads removed": vocab.decode([after])[0] + (" ✓" if after == target else " ✗")})
+    return rows
+
+
+def toy_panel():
+    """Train a 1-layer, 2-head model on a task that needs one lookup in each of two orthogonal subspaces."""
+    st.subheader("Two heads, two subspaces: train it yourself")
+    st.markdown(
+        "A toy where we *know* the answer. Each memory item is a letter-digit pair such as `a3`; its embedding "
+        "puts the letter in dimensions 0-3 and the digit in dimensions 4-7 (one-hot), so letters and digits "
+        "live in **two orthogonal subspaces**. A query such as `a1?` asks two questions at once: the answer's "
+        "letter is the letter of the item holding digit 1, and its digit is the digit of the item holding letter "
+        "a. With memory `a3 c1 d2`, the query `a1?` answers `c3`. One lookup matches on letters, the other on "
+        "digits. A model with one layer and two heads ($d_{head}$ = 4, no positions, no LayerNorm, embedding "
+        "frozen) "
+        "learns it in a few seconds here. Watch whether each head takes one subspace.")
+    st.latex(r"x = \big[\,\underbrace{e_{\text{letter}}}_{\text{dims } 0\text{-}3}\;\big|\;"
+             r"\underbrace{e_{\text{digit}}}_{\text{dims } 4\text{-}7}\;\big|\;\text{query/memory flag}\,\big],"
+             r"\qquad q\cdot k = x_q^{\top}\, W_Q^h W_K^{h\top}\, x_k")
+    st.markdown("A head that matches only on letters has its $W_Q^h W_K^{h\\top}$ inside the letter × letter "
+                "block; a digit head inside the digit × digit block.")
+    c1, c2, c3 = st.columns([1, 2, 2])
+    seed = int(c1.number_input("seed", 0, 999, H.TOY_SEED, key="heads.toy_seed",
+                               help="Initial weights and training batches follow the seed."))
+    steps = c2.select_slider("training steps", TOY_STEP_CHOICES, value=H.TOY_STEPS, key="heads.toy_steps")
+    c3.write("")
+    clicked = c3.button("Train the two-head toy", icon=":material/model_training:", key="heads.toy_train",
+                        type="primary", width="stretch")
+    if clicked:
+        trainer = H.toy_trainer(seed=seed, steps=int(steps))
+        bar = st.progress(0.0, text="training ...")
+        with H.few_threads():
+            while not trainer.done:
+                trainer.run(50)
+                last = trainer.history[-1]
+                bar.progress(trainer.step / trainer.total,
+                             text=f"step {trainer.step} / {trainer.total}: loss {last['loss']:.3f}, "
+                                  f"accuracy {last['accuracy']:.0%}")
+        bar.empty()
+        st.session_state[TOY_KEY] = {"seed": seed, "steps": int(steps), "history": trainer.history,
+                                     "seconds": trainer.seconds, "report": H.toy_report(trainer.model)}
+    done = st.session_state.get(TOY_KEY)
+    if done is not None and (done["seed"], done["steps"]) != (seed, int(steps)):
+        st.info(f"Showing the toy trained with seed {done['seed']} for {done['steps']} steps; press the button to "
+                f"train with the new settings.")
+    if done is None:
+        report = R.untrained_toy(seed)
+        st.markdown(f"**Before training** (seed {seed}): random heads, accuracy {report.accuracy:.0%} "
+                    f"(chance is about 1 in 16). Press the button to train.")
+    else:
+        report = done["report"]
+        hist = done["history"]
+        st.plotly_chart(curve_fig([h["step"] for h in hist], [h["loss"] for h in hist],
+                                        [h["accuracy"] for h in hist], done["steps"], height=300),
+                        key="heads.fig_toy_curve", config=PNG)
+        verdict = ("each head took one subspace" if report.separated else
+                   "the heads did not split the work cleanly this time")
+        (st.success if report.separated else st.warning)(
+            f"Trained in {done['seconds']:.1f} s: accuracy {report.accuracy:.0%} on fresh examples; {verdict} "
+            f"(head roles: {', '.join(report.roles)}).")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Where each head's queries look** (mean weight)")
+        st.plotly_chart(toy_match_fig(report.letter_attention, report.digit_attention),
+                        key="heads.fig_toy_match", config=PNG)
+    with right:
+        st.markdown("**Which block each head's $W_Q W_K^\\top$ lives in** (share of its squared entries)")
+        st.plotly_chart(toy_share_fig(report.block_share), key="heads.fig_toy_shares", config=PNG)
+        st.caption("'Everything else' is mostly the query/memory flag, which a head uses to skip other queries.")
+    st.markdown("**$W_Q^h W_K^{h\\top}$ of each head on the input features** (framed: the letter × letter and "
+                "digit × digit blocks)")
+    st.plotly_chart(toy_forms_fig(report.qk_forms, H.TOY_FEATURES, report.roles), key="heads.fig_toy_forms",
+                    config=PNG)
+    tokens = report.example_tokens
+    st.markdown(f"**Both heads on one example:** memory `{' '.join(tokens[:3])}`, queries "
+                f"`{' '.join(tokens[3:])}`. Each query row should light up the item sharing its letter (letter "
+                f"head) or its digit (digit head).")
+    cols = st.columns(2)
+    for h in range(2):
+        with cols[h]:
+            st.markdown(f"head {h} ({report.roles[h]})")
+            st.plotly_chart(pattern_fig(report.example_pattern[h], tokens, tokens, height=330),
+                            key=f"heads.fig_toy_pat{h}", config=PNG)
+    try_this("Train with seeds 0 to 5. Does every seed split the work one head per subspace? When a run stays "
+             "'mixed', look at its $W_Q W_K^\\top$ blocks: both heads use a bit of both.",
+             "Train for only 200 steps, then 1500: when does the split appear, before or after the accuracy "
+             "reaches 100%?")
+
+
+def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
+    """Add to a real query a part orthogonal to every key: every score stays the same."""
+    cfg = sel.model.cfg
+    st.subheader("The part of a query that no key can see")
+    st.markdown(
+        "A score is a dot product q·k, and a dot product only sees the part of q that points along k. So if we "
+        "add to q any vector u that is orthogonal to *every* key, every score stays exactly the same, and so do "
+        "the weights and the output, however large u is. Such a u exists only when the keys do not fill all "
+        f"d_head = {cfg.d_head} dimensions, for example when a query sees fewer than {cfg.d_head} keys. Below we "
+        "take a real query of this head, add such a u, and for contrast a random vector of the same length.")
+    st.latex(r"u \perp k_j\ \ \forall j \;\Longrightarrow\; (q + u)\cdot k_j = q\cdot k_j + \underbrace{u\cdot k_j}_{=\,0}")
+    _, q_all, k_all, all_scores = head_run(sel, kind, layer, head, "hook_attn_scores")  # [q d_head], [k d_head]
+    q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
+    default = orth_default(cfg, len(q_tokens))
+    c1, c2 = st.columns(2)
+    with c1:
+        qpos = int_picker("Query token", "heads.orth_query", "oq", len(q_tokens), default,
+                          fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=False)
+    with c2:
+        alpha = st.slider("Size of the added part (times |q|)", 0.0, 10.0, 3.0, 0.5, key="heads.orth_alpha")
+    query.write(oq=qpos)
+    visible = np.arange(qpos + 1) if kind.causal else np.arange(len(k_tokens))
+    keys = k_all[visible]
+    scale = 1.0 / np.sqrt(cfg.d_head) if cfg.score == "scaled_dot" else 1.0
+    res = H.orthogonal_query(q_all[qpos], keys, alpha, scale)
+    if res is None:
+        st.warning(f"Query {qpos}:{q_tokens[qpos]} sees {len(visible)} keys and they fill all {cfg.d_head} "
+                   f"dimensions, so no direction is orthogonal to all of them. Pick an earlier query"
+                   f"{' (it sees fewer keys)' if kind.causal else ''} or a shorter input.")
+        return
+    model_scores = all_scores[qpos, visible]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("directions orthogonal to every key", f"{res.free_dims} of {cfg.d_head}")
+    c2.metric("largest score change, orthogonal part", f"{res.max_change_orth:.1e}")
+    c3.metric("largest score change, random part", f"{res.max_change_rand:.3f}")
+    st.markdown(f"**Scores of query {qpos}:`{q_tokens[qpos]}` against the keys it sees** (layer {layer}, head {head})")
+    st.plotly_chart(orth_fig([k_tokens[j] for j in visible], res.scores, res.scores_orth, res.scores_rand),
+                    key="heads.fig_orth", config=PNG)
+    weights_gap = float(np.abs(H.softmax(res.scores_orth) - H.softmax(res.scores)).max())
+    if cfg.score == "scaled_dot":
+        gap = float(np.abs(model_scores - res.scores).max())
+        st.caption(f"The grey bars are the model's own scores for this query (largest difference from our "
+                   f"recomputation: {gap:.1e}). |q| = {np.linalg.norm(res.q):.2f}, |q + u| = "
+                   f"{np.linalg.norm(res.q_orth):.2f}; the attention weights move by at most {weights_gap:.1e}.")
+    else:
+        st.caption(f"This model scores with {cfg.score!r}; the bars show plain dot products. With cosine scores "
+                   f"the query is rescaled to length 1 first, so a longer q does change them.")
+    later = ("Move the query token later: once it sees as many keys as there are dimensions, the orthogonal "
+             "direction disappears." if kind.causal else
+             f"Type an input of more than {cfg.d_head} tokens in the sidebar: every query now sees that many keys, "
+             f"they fill all {cfg.d_head} dimensions, and no orthogonal direction is left.")
+    try_this("Drag the size to 10: the query is now more than ten times longer, and the green bars still sit "
+             "exactly on the grey ones.", later,
+             "Compare the orange bars: a random addition of the same length moves every score, because it has a "
+             "part along the keys.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The controls above the tabs, and the open tab
+# ---------------------------------------------------------------------------------------------
+
+
+def controls(sel: Selection) -> tuple[AttentionKind, int, int]:
+    """The attention kind (encoder-decoder only), then layer and head in a bordered box; all in the URL."""
+    cfg = sel.model.cfg
+    kind = pick_kind(sel)
+    with st.container(border=True):
+        c1, c2 = st.columns(2)
+        with c1:
+            layer = int_picker("Layer", "heads.layer", "layer", cfg.n_layers, 0)
+        with c2:
+            head = int_picker("Head", "heads.head", "head", cfg.n_heads, 0)
+    query.write(kind=kind.key if len(attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head)
+    return kind, layer, head
+
+
+def draw(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
+    """The tabs; only the open one is drawn."""
+    views = pick_view()
+    with views[VIEW_SUB]:
+        if views[VIEW_SUB].open:
+            subspace_panel(sel, kind, layer)
+    with views[VIEW_CIRC]:
+        if views[VIEW_CIRC].open:
+            circuits_panel(sel, kind, layer, head)
+    with views[VIEW_PCA]:
+        if views[VIEW_PCA].open:
+            projection_panel(sel, kind, layer, head)
+    with views[VIEW_ROLES]:
+        if views[VIEW_ROLES].open:
+            roles_panel(sel, kind)
+    with views[VIEW_ABL]:
+        if views[VIEW_ABL].open:
+            ablation_panel(sel)
+    with views[VIEW_TOY]:
+        if views[VIEW_TOY].open:
+            toy_panel()
+    with views[VIEW_ORTH]:
+        if views[VIEW_ORTH].open:
+            orthogonal_panel(sel, kind, layer, head)
