@@ -1,6 +1,6 @@
 """Positions: why attention needs them, what each scheme looks like, and what breaks when you swap them.
 
-Thin page: widgets -> core.analysis.positions -> core.figures.positions. Panels in reading order:
+Thin page: widgets -> ui.positions_runs (memoised core.analysis / core.figures.positions). Panels in reading order:
 the encodings, relative position in the sinusoidal table, RoPE, translation invariance, order
 blindness without positions, a live scheme swap on the sidebar's model, and extrapolation.
 """
@@ -10,23 +10,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import streamlit as st
-import torch
 
 from core import positional
 from core.analysis import positions as P
 from core.figures import positions as F
-from core.figures.heatmaps import attention_heatmap
 from core.tasks import get_task
 from ui import models, query, runs
+from ui import positions_runs as R
 from ui.page import header, try_this
-from ui.sidebar import prediction_table, shared_sidebar
+from ui.sidebar import shared_sidebar
 
 MAX_N = 256  # longest table / Gram matrix drawn (a 256 x 256 heatmap is still quick to send)
 MAX_D = 256
 BASES = [2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 1000000]
-ROPE_D_HEAD = 16  # the bundled models' head width: 8 rotated pairs
+ROPE_D_HEAD = R.ROPE_D_HEAD  # the bundled models' head width: 8 rotated pairs
 ROPE_MAX_POS = 64
 SHIFT_KS = (1, 2, 5, 10, 50, 200)
 EXT_LENGTHS = (4, 7, 10, 14, 20, 28, 40, 52)  # induction content lengths; rows are 2L+1 tokens
@@ -34,8 +32,7 @@ EXT_READY = "positions.ext_ready"  # the student asked for the extrapolation run
 EXT_SAMPLES = 128
 INDUCTION_IDS = {"none": "induction-none", "sinusoidal": "induction-sinusoidal",
                  "learned": "induction-learned", "rope": "induction-rope"}
-SCHEME_TEXT = {"none": "none (no positions)", "sinusoidal": "sinusoidal (added table)",
-               "learned": "learned (its own table)", "rope": "RoPE (rotated q and k)"}
+SCHEME_TEXT = R.SCHEME_TEXT
 
 # "dog bites man" pairs from bundled tasks: the same tokens in two orders, different right answers.
 ORDER_PAIRS = {
@@ -76,56 +73,6 @@ def _snap(name: str, options, lo: float, hi: float, log: bool = True):
 def _bundled_ids() -> set[str]:
     """Ids of the models in the bundled manifest (panels that need one check it is there)."""
     return {e["id"] for e in models.manifest()}
-
-
-# ---------------------------------------------------------------------------------------------
-# Cached computations (model-dependent ones keyed by model id and device)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _learned_table(model_id: str, device: str) -> np.ndarray:
-    """The learned position table W_pos `[max_len d_model]` of a model built with pos='learned'."""
-    model, _ = models.get_model(model_id, device)
-    return model.stack.W_pos.weight.detach().float().cpu().numpy()
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _order(model_id: str, device: str, a: tuple, b: tuple, scheme: str) -> tuple:
-    """Equivariance check and answers for the pair (a, b) under one scheme."""
-    model, meta = models.get_model(model_id, device)
-    task = get_task(meta["task"])
-    vocab = task.vocab
-    perm = P.matching_permutation(a, b)
-    ids_a = torch.tensor([vocab.encode(list(a))], device=model.device)  # [1 pos]
-    ids_b = torch.tensor([vocab.encode(list(b))], device=model.device)
-    check = P.order_check(model, ids_a, ids_b, perm, scheme, bos_id=vocab.bos_id)
-    rows_a = P.answers(model, task, a, scheme)
-    focus_b = [perm.index(r["position"]) for r in rows_a] if arch_is_encoder(model) else None
-    rows_b = P.answers(model, task, b, scheme, focus=focus_b)
-    return check, rows_a, rows_b
-
-
-def arch_is_encoder(model) -> bool:
-    """True for an encoder-only model (its answers sit at scored positions, not in generated text)."""
-    return model.cfg.arch == "encoder"
-
-
-@st.cache_data(max_entries=64, show_spinner="Scoring on fresh task samples ...")
-def _swap_accuracy(model_id: str, device: str, scheme: str, n: int) -> float:
-    """The model's task accuracy on n fresh samples under a positional scheme."""
-    model, meta = models.get_model(model_id, device)
-    return P.scheme_accuracy(model, get_task(meta["task"]), scheme, n_samples=n)
-
-
-@st.cache_data(max_entries=8, show_spinner="Evaluating the four induction models at every length ...")
-def _curves(model_ids: tuple, device: str, lengths: tuple, n: int) -> dict:
-    """{scheme: [{length, positions, accuracy, error}]} via core.train.evaluate, 128 samples a point."""
-    out = {}
-    for scheme, model_id in model_ids:
-        model, meta = models.get_model(model_id, device)
-        points = P.extrapolation_curve(model, get_task(meta["task"]), lengths, n_samples=n)
-        out[scheme] = [vars(p) for p in points]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,28 +150,28 @@ c1, c2, c3 = st.columns(3)
 n = c1.slider("Sequence length n", 8, MAX_N, key="positions.n", help=f"Capped at {MAX_N} positions.")
 d = c2.slider("Model width d (even)", 4, MAX_D, step=2, key="positions.d")
 base = c3.select_slider("Base b", BASES, key="positions.base", format_func=lambda b: f"{b:,}")
-table = P.sinusoidal_table(n, d, base)  # [n d]
+table = R.sinusoidal_table(n, d, base)  # [n d]
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(F.encoding_heatmap(table, f"Sinusoidal table (n = {n}, d = {d}, b = {base:,})"),
+    st.plotly_chart(R.encoding_figure(table, f"Sinusoidal table (n = {n}, d = {d}, b = {base:,})"),
                     key="positions.fig_table")
 own_table = native == "learned" and not sel.model.is_encoder_decoder
 learned_id = sel.model_id if own_table else INDUCTION_IDS["learned"]
 learned = None
 if own_table or learned_id in bundled:
-    learned = _learned_table(learned_id, sel.device)
+    learned = R.learned_table(learned_id, sel.device)
 with right:
     if learned is None:
         st.info("No model with a learned position table is installed (induction-learned is missing).")
     else:
-        st.plotly_chart(F.encoding_heatmap(learned, f"Learned table of {learned_id} ({learned.shape[0]} x {learned.shape[1]})",
-                                           zmax=None),
+        st.plotly_chart(R.encoding_figure(learned, f"Learned table of {learned_id} "
+                                                   f"({learned.shape[0]} x {learned.shape[1]})", zmax=None),
                         key="positions.fig_learned")
         st.caption(f"Trained, not designed: whatever pattern it has was learned from the task, and there is no "
                    f"row at all for position {learned.shape[0]} or beyond. The colour range is this table's own "
                    f"largest value.")
-st.plotly_chart(F.wavelength_chart(positional.wavelengths(d, base).numpy(), n,
-                                   "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths")
+st.plotly_chart(R.wavelength_figure(R.wavelengths(d, base), n,
+                                    "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths")
 try_this(
     "Set the base to 10: the slowest pair now repeats after about 60 positions, so with n = 256 rows far "
     "apart share fingerprints (look for repeating bands on the right of the table).",
@@ -251,29 +198,26 @@ if st.session_state["positions.gram_of"] not in options_gram:
 gram_of = st.radio("Gram matrix of", options_gram, key="positions.gram_of", horizontal=True,
                    format_func=lambda v: f"the sinusoidal table above (n={n}, d={d})" if v == "sinusoidal"
                    else f"the learned table of {learned_id}")
-source = table if gram_of == "sinusoidal" else learned.astype(np.float64)
-gram = P.gram_matrix(source)
-profile = P.diagonal_profile(gram)
-closed = P.closed_form_gram(profile["offsets"], d, base) if gram_of == "sinusoidal" else None
+gram, profile, closed = (R.sinusoidal_gram(n, d, base) if gram_of == "sinusoidal"
+                         else R.learned_gram(learned_id, sel.device))
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(F.gram_heatmap(gram, "Gram matrix PE · PEᵀ"), key="positions.fig_gram")
+    st.plotly_chart(R.gram_figure(gram, "Gram matrix PE · PEᵀ"), key="positions.fig_gram")
 with right:
-    st.plotly_chart(F.profile_chart(profile["offsets"], profile["mean"], profile["lo"], profile["hi"], closed,
-                                    "Each diagonal against t − u"), key="positions.fig_profile")
+    st.plotly_chart(R.profile_figure(profile["offsets"], profile["mean"], profile["lo"], profile["hi"], closed,
+                                     "Each diagonal against t − u"), key="positions.fig_profile")
 st.metric("Largest spread inside one diagonal (max − min)", f"{profile['spread']:.2e}",
           help="Zero (up to rounding) means the Gram matrix depends on t − u only.")
 
 st.subheader("The shift map M_k")
 k = st.slider("Offset k", -100, 100, key="positions.k")
-m_k, err_k = P.shift_map(k, n, d, base)
+m_k, err_k = R.shift_map(k, n, d, base)
 left, right = st.columns([3, 2])
 with left:
-    st.plotly_chart(F.shift_matrix_heatmap(m_k, f"M_k for k = {k} (d = {d})"), key="positions.fig_mk")
+    st.plotly_chart(R.shift_matrix_figure(m_k, f"M_k for k = {k} (d = {d})"), key="positions.fig_mk")
 with right:
     st.metric(f"max |PE(p+{k}) − M_k PE(p)| over p = 0..{n - 1}", f"{err_k:.1e}")
-    rows = P.shift_errors(sorted(set(SHIFT_KS) | {k}), n, d, base)
-    st.dataframe(pd.DataFrame(rows).assign(**{"max error": lambda f: f["max error"].map("{:.1e}".format)}),
+    st.dataframe(R.shift_table(tuple(sorted(set(SHIFT_KS) | {k})), n, d, base),
                  hide_index=True, key="positions.mk_table")
     st.caption("Computed in float64. The error is rounding only: the same matrix works for every position.")
 try_this(
@@ -300,16 +244,13 @@ rope_base = c1.select_slider("RoPE base b", BASES, key="positions.rope_base", fo
 pair = c2.slider("Dimension pair i", 0, ROPE_D_HEAD // 2 - 1, key="positions.pair")
 m_pos = c3.slider("Query position m", 0, ROPE_MAX_POS - 1, key="positions.m")
 n_pos = c4.slider("Key position n", 0, ROPE_MAX_POS - 1, key="positions.n_rope")
-q_vec, k_vec = P.unit_pair_vectors(ROPE_D_HEAD, seed=7)
-theta = float(P.rope_angles(ROPE_D_HEAD, rope_base)[pair])
+theta, trail_q, trail_k = R.rope_pair(rope_base, pair, ROPE_MAX_POS)  # trails: [pos 2]
 track = list(range(ROPE_MAX_POS))
-trail_q = P.rope_trajectory(q_vec[2 * pair:2 * pair + 2], track, theta)  # [pos 2]
-trail_k = P.rope_trajectory(k_vec[2 * pair:2 * pair + 2], track, theta)
 left, right = st.columns([3, 2])
 with left:
-    st.plotly_chart(F.rope_plane(trail_q, trail_k, track, m_pos, n_pos,
-                                 f"Pair {pair}: θ = {theta:.4f} rad per position "
-                                 f"(a full turn every {2 * math.pi / theta:,.1f} positions)"),
+    st.plotly_chart(R.rope_plane_figure(trail_q, trail_k, track, m_pos, n_pos,
+                                        f"Pair {pair}: θ = {theta:.4f} rad per position "
+                                        f"(a full turn every {2 * math.pi / theta:,.1f} positions)"),
                     key="positions.fig_rope_plane")
 with right:
     part = float(trail_q[m_pos] @ trail_k[n_pos])
@@ -321,16 +262,16 @@ s = st.slider("Shift s (added to m and n)", -1000, 1000, key="positions.s")
 if m_pos + s < 0 or n_pos + s < 0:
     st.warning(f"m + s and n + s must not be negative (positions start at 0); using s = {-min(m_pos, n_pos)}.")
     s = -min(m_pos, n_pos)
-before, after = P.rope_shift_check(q_vec, k_vec, m_pos, n_pos, s, rope_base)
+before, after = R.rope_shift_check(m_pos, n_pos, s, rope_base)
 c1, c2, c3 = st.columns(3)
 c1.metric(f"q·k with q at {m_pos}, k at {n_pos}", f"{before:.6f}")
 c2.metric(f"q·k with q at {m_pos + s}, k at {n_pos + s}", f"{after:.6f}")
 c3.metric("Difference", f"{abs(after - before):.1e}")
 grid = np.arange(0, 48)
-scores = P.rope_scores(q_vec, k_vec, grid, grid, rope_base)  # [m n]
+scores = R.rope_grid(len(grid), rope_base)  # [m n]
 marks = [(a, b) for a, b in ((m_pos, n_pos), (m_pos + s, n_pos + s)) if a in grid and b in grid]
-st.plotly_chart(F.rope_score_heatmap(scores, list(grid), marks,
-                                     "q·k for the same q and k at every (m, n): stripes along the diagonals"),
+st.plotly_chart(R.rope_score_figure(scores, list(grid), marks,
+                                    "q·k for the same q and k at every (m, n): stripes along the diagonals"),
                 key="positions.fig_rope_grid")
 if len(marks) < 2:
     st.caption(f"The shifted cell ({m_pos + s}, {n_pos + s}) lies outside this 48 x 48 window; the stripes "
@@ -370,12 +311,12 @@ if fixed:
                f"positions); moved {', '.join(fixed)} to {window}.")
 neigh_d = d if neigh != "rope" else ROPE_D_HEAD
 neigh_base = base if neigh != "rope" else rope_base
-offsets, w1 = P.neighbour_attention(neigh, int(t1), window, neigh_d, neigh_base)
-_, w2 = P.neighbour_attention(neigh, int(t2), window, neigh_d, neigh_base)
+offsets, w1 = R.neighbour_attention(neigh, int(t1), window, neigh_d, neigh_base)
+_, w2 = R.neighbour_attention(neigh, int(t2), window, neigh_d, neigh_base)
 left, right = st.columns([3, 1])
 with left:
-    st.plotly_chart(F.neighbour_bars(offsets, w1, w2, f"query at {t1}", f"query at {t2}",
-                                     f"{neigh}: attention over neighbours (d = {neigh_d}, b = {neigh_base:,})"),
+    st.plotly_chart(R.neighbour_figure(offsets, w1, w2, f"query at {t1}", f"query at {t2}",
+                                       f"{neigh}: attention over neighbours (d = {neigh_d}, b = {neigh_base:,})"),
                     key="positions.fig_neigh")
 with right:
     st.metric("Max difference", f"{np.abs(w1 - w2).max():.1e}", help="Largest gap between the two attention patterns.")
@@ -419,20 +360,13 @@ else:
     else:
         tokens_b = text_b.split()
     st.markdown(f"{blurb}  \n**A:** `{' '.join(tokens_a)}`  \n**B:** `{' '.join(tokens_b)}`")
-    answer_rows = []
-    for scheme in dict.fromkeys(["none", own]):
-        _, ra, rb = _order(order_model_id, sel.device, tuple(tokens_a), tuple(tokens_b), scheme)
-        for label, rows in (("A", ra), ("B", rb)):
-            for r in rows:
-                answer_rows.append({"run with": SCHEME_TEXT[scheme], "input": label, "position": r["position"],
-                                    "token": r["token"], "model says": r["predicted"],
-                                    "right answer": r["right answer"] or "(no rule for this order)",
-                                    "correct": {True: "yes", False: "NO", None: "-"}[r["correct"]]})
-    st.dataframe(pd.DataFrame(answer_rows), hide_index=True, key="positions.order_answers")
+    st.dataframe(R.order_answers(order_model_id, sel.device, tuple(tokens_a), tuple(tokens_b),
+                                 tuple(dict.fromkeys(["none", own]))),
+                 hide_index=True, key="positions.order_answers")
     st.caption("With no positions the model must give A and B the same answer (same row, same prediction), "
                "so it cannot be right on both. With its own positions it can.")
     scheme = "none" if scheme_choice == "none" else own
-    check, _, _ = _order(order_model_id, sel.device, tuple(tokens_a), tuple(tokens_b), scheme)
+    check, _, _ = R.order(order_model_id, sel.device, tuple(tokens_a), tuple(tokens_b), scheme)
     st.markdown(f"**Below: {order_model_id} run with {SCHEME_TEXT[scheme]}.**")
     c1, c2 = st.columns(2)
     c1.metric("Rows: max |out_B − shuffled out_A|", f"{check.row_error:.1e}",
@@ -442,12 +376,12 @@ else:
     left, right = st.columns(2)
     what = "encoder" if order_model.is_encoder_decoder else "output"
     with left:
-        st.plotly_chart(F.row_distance_heatmap(check.distances, tokens_a, tokens_b,
-                                               f"Distance of each {what} row of B to each of A"),
+        st.plotly_chart(R.row_distance_figure(check.distances, tokens_a, tokens_b,
+                                              f"Distance of each {what} row of B to each of A"),
                         key="positions.fig_rows")
     with right:
-        st.plotly_chart(F.pooled_chart(check.pooled_a, check.pooled_b, "mean of A's rows", "mean of B's rows",
-                                       "Mean pooling: one vector per input"), key="positions.fig_pooled")
+        st.plotly_chart(R.pooled_figure(check.pooled_a, check.pooled_b, "mean of A's rows", "mean of B's rows",
+                                        "Mean pooling: one vector per input"), key="positions.fig_pooled")
     st.caption("A '0' in a cell marks a row of B that equals a row of A (up to float32 rounding). With no "
                "positions every row of B has its twin. With positions each row also depends on where its token "
                "and the others sit, so the twins drift apart. (A causal decoder is left out on purpose: its "
@@ -483,20 +417,19 @@ except ValueError as exc:
 for i, (col, (scheme, run_out)) in enumerate(zip(st.columns(2), swap_runs)):
     with col:
         st.markdown(f"**{'Trained' if i == 0 else 'Swapped'}: {SCHEME_TEXT[scheme]}** ({prefix}layer {layer}, head {head})")
-        st.plotly_chart(attention_heatmap(run_out[name][0, head], sel.tokens, sel.tokens),
+        st.plotly_chart(R.attention_figure(run_out[name][0, head], sel.tokens, sel.tokens),
                         key=f"positions.fig_swap_{i}")
-        table_rows = prediction_table(sel, run_out["logits"])
-        if table_rows:
-            right_count = sum(r["correct"] for r in table_rows)
-            st.caption(f"This input: {right_count} of {len(table_rows)} scored positions right.")
+        right_count, scored = R.scored_positions(sel.targets, run_out["logits"])
+        if scored:
+            st.caption(f"This input: {right_count} of {scored} scored positions right.")
 acc_col, note_col = st.columns([3, 2])
 try:
-    acc_native = _swap_accuracy(sel.model_id, sel.device, native, EXT_SAMPLES)
-    acc_swap = _swap_accuracy(sel.model_id, sel.device, swap, EXT_SAMPLES)
+    acc_native = R.swap_accuracy(sel.model_id, sel.device, native, EXT_SAMPLES)
+    acc_swap = R.swap_accuracy(sel.model_id, sel.device, swap, EXT_SAMPLES)
     with acc_col:
-        st.plotly_chart(F.accuracy_bars([f"trained: {native}", f"swapped: {swap}"], [acc_native, acc_swap],
-                                        [F.COLOURS[native], F.COLOURS[swap]],
-                                        f"Accuracy on {EXT_SAMPLES} fresh examples"),
+        st.plotly_chart(R.accuracy_figure([f"trained: {native}", f"swapped: {swap}"], [acc_native, acc_swap],
+                                          [F.COLOURS[native], F.COLOURS[swap]],
+                                          f"Accuracy on {EXT_SAMPLES} fresh examples"),
                         key="positions.fig_swap_acc")
     with note_col:
         st.metric(f"Accuracy change with {swap}", f"{acc_swap:.0%}", delta=f"{acc_swap - acc_native:+.0%}")
@@ -540,23 +473,17 @@ elif not st.session_state[EXT_READY]:
         st.session_state[EXT_READY] = True
         st.rerun()
 else:
-    curves = _curves(ext_ids, sel.device, EXT_LENGTHS, EXT_SAMPLES)
-    chart_data = {s: ([p["positions"] for p in pts], [p["accuracy"] for p in pts]) for s, pts in curves.items()}
-    st.plotly_chart(F.extrapolation_chart(chart_data, train_tokens,
-                                          f"Induction accuracy against input length ({EXT_SAMPLES} examples a point)"),
+    chart_data = R.curve_points(ext_ids, sel.device, EXT_LENGTHS, EXT_SAMPLES)
+    st.plotly_chart(R.extrapolation_figure(chart_data, train_tokens,
+                                           f"Induction accuracy against input length ({EXT_SAMPLES} examples a point)"),
                     key="positions.fig_ext")
     st.caption("x marks on the floor: the learned model refused those lengths (it was not scored as 0; it could not run).")
     ext_len = st.select_slider("Look at one length (repeat of up to L letters)", list(EXT_LENGTHS), key="positions.ext",
                                format_func=lambda L: f"L = {L} ({2 * L + 1} tokens)")
-    ext_rows = []
-    for scheme, pts in curves.items():
-        point = next(p for p in pts if p["length"] == ext_len)
-        ext_rows.append({"scheme": SCHEME_TEXT[scheme],
-                         "accuracy": "refused" if point["accuracy"] is None else f"{point['accuracy']:.1%}"})
-        if point["error"]:
-            st.error(f"**{INDUCTION_IDS[scheme]}** at {point['positions']} tokens: {point['error']}",
-                     icon=":material/block:")
-    st.dataframe(pd.DataFrame(ext_rows), hide_index=True, key="positions.ext_table")
+    ext_table, refusals = R.length_view(ext_ids, sel.device, EXT_LENGTHS, EXT_SAMPLES, ext_len)
+    for refused_id, refused_at, error in refusals:
+        st.error(f"**{refused_id}** at {refused_at} tokens: {error}", icon=":material/block:")
+    st.dataframe(ext_table, hide_index=True, key="positions.ext_table")
 try_this(
     f"Slide to L = {train_len}, the longest training length: all four should be near their best.",
     "Slide past it: which scheme degrades slowest? Is it the one with no positions at all?",

@@ -1,0 +1,240 @@
+"""Cached work for the Positions page: every table, check and score it shows, once per distinct view.
+
+Every widget change reruns the whole page, so anything the page computes is looked up here through
+process-wide memos (ui.memo: shared by every session, numpy results frozen read-only). Arguments
+are plain numbers and strings; model-dependent results are keyed by model id and device, and the
+model is re-got inside (as ui.runs does), never passed in. Slow computations show their spinner
+inside the memoised function, so it appears only when the work is actually done. Tables are handed to
+st.dataframe as pyarrow tables made once with pa.Table.from_pandas, which is what st.dataframe
+would otherwise do to the same pandas frame on every rerun (same bytes sent; tables are immutable).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import streamlit as st
+import torch
+
+from core import positional
+from core.analysis import positions as P
+from core.figures import positions as F
+from core.figures.heatmaps import attention_heatmap
+from core.tasks import IGNORE, get_task
+from ui import models
+from ui.figures import cached
+from ui.memo import freeze, memo
+
+ROPE_D_HEAD = 16  # the bundled models' head width: 8 rotated pairs
+ROPE_VECTOR_SEED = 7  # the page's one random query and key
+SCHEME_TEXT = {"none": "none (no positions)", "sinusoidal": "sinusoidal (added table)",
+               "learned": "learned (its own table)", "rope": "RoPE (rotated q and k)"}
+
+
+# ---------------------------------------------------------------------------------------------
+# 1-2. The sinusoidal table, its Gram matrix and the shift map M_k (pure, keyed by numbers)
+
+
+@memo(maxsize=32)
+def sinusoidal_table(n: int, d: int, base: float) -> np.ndarray:
+    """P.sinusoidal_table, read-only."""
+    return freeze(P.sinusoidal_table(n, d, base))
+
+
+@memo(maxsize=32)
+def wavelengths(d: int, base: float) -> np.ndarray:
+    """positional.wavelengths as a read-only numpy array."""
+    return freeze(positional.wavelengths(d, base).numpy())
+
+
+@memo(maxsize=16)
+def learned_table(model_id: str, device: str) -> np.ndarray:
+    """The learned position table W_pos `[max_len d_model]` of a model built with pos='learned'."""
+    model, _ = models.get_model(model_id, device)
+    return freeze(model.stack.W_pos.weight.detach().float().cpu().numpy())
+
+
+def _gram_panel(table: np.ndarray, closed_form: tuple | None) -> tuple[np.ndarray, dict, np.ndarray | None]:
+    gram = P.gram_matrix(table)
+    profile = P.diagonal_profile(gram)
+    closed = P.closed_form_gram(profile["offsets"], *closed_form) if closed_form else None
+    return freeze((gram, profile, closed))
+
+
+@memo(maxsize=32)
+def sinusoidal_gram(n: int, d: int, base: float) -> tuple[np.ndarray, dict, np.ndarray]:
+    """(Gram matrix `[n n]`, its diagonal profile, the closed form of every diagonal) of the sinusoidal table."""
+    return _gram_panel(sinusoidal_table(n, d, base), (d, base))
+
+
+@memo(maxsize=16)
+def learned_gram(model_id: str, device: str) -> tuple[np.ndarray, dict, None]:
+    """(Gram matrix, its diagonal profile, None: no closed form) of a model's learned position table."""
+    return _gram_panel(learned_table(model_id, device).astype(np.float64), None)
+
+
+@memo(maxsize=64)
+def shift_map(k: int, n: int, d: int, base: float) -> tuple[np.ndarray, float]:
+    """P.shift_map, read-only."""
+    return freeze(P.shift_map(k, n, d, base))
+
+
+@memo(maxsize=64)
+def shift_table(ks: tuple, n: int, d: int, base: float) -> pa.Table:
+    """P.shift_errors as the page's table, errors written as text."""
+    frame = pd.DataFrame(P.shift_errors(ks, n, d, base))
+    return pa.Table.from_pandas(frame.assign(**{"max error": lambda f: f["max error"].map("{:.1e}".format)}))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. RoPE: one random query and key, turned pair by pair
+
+
+def _rope_vectors() -> list[np.ndarray]:
+    """The page's query and key `[ROPE_D_HEAD]`: a unit arrow at a random angle in every pair.
+
+    Made afresh for each (memoised) computation that needs them: torch refuses read-only arrays.
+    """
+    return P.unit_pair_vectors(ROPE_D_HEAD, seed=ROPE_VECTOR_SEED)
+
+
+@memo(maxsize=64)
+def rope_pair(base: float, pair: int, length: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """(theta of `pair`, where q's pair lands at each position 0..length-1 `[pos 2]`, the same for k)."""
+    q_vec, k_vec = _rope_vectors()
+    positions = range(length)
+    theta = float(P.rope_angles(ROPE_D_HEAD, base)[pair])
+    trail_q = P.rope_trajectory(q_vec[2 * pair:2 * pair + 2], positions, theta)  # [pos 2]
+    trail_k = P.rope_trajectory(k_vec[2 * pair:2 * pair + 2], positions, theta)
+    return freeze((theta, trail_q, trail_k))
+
+
+@memo(maxsize=256)
+def rope_shift_check(m: int, n: int, s: int, base: float) -> tuple[float, float]:
+    """P.rope_shift_check for the page's query and key."""
+    q_vec, k_vec = _rope_vectors()
+    return P.rope_shift_check(q_vec, k_vec, m, n, s, base)
+
+
+@memo(maxsize=32)
+def rope_grid(size: int, base: float) -> np.ndarray:
+    """q.k for the page's query and key at every (m, n) in 0..size-1: `[m n]`."""
+    q_vec, k_vec = _rope_vectors()
+    grid = np.arange(0, size)
+    return freeze(P.rope_scores(q_vec, k_vec, grid, grid, base))
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Translation invariance
+
+
+@memo(maxsize=128)
+def neighbour_attention(scheme: str, centre: int, window: int, d: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """P.neighbour_attention, read-only."""
+    return freeze(P.neighbour_attention(scheme, centre, window, d, base))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5-7. Runs of bundled models (keyed by model id and device; the model is re-got inside)
+
+
+@memo(maxsize=64)
+def order(model_id: str, device: str, a: tuple, b: tuple, scheme: str) -> tuple:
+    """Equivariance check and answers for the pair (a, b) under one scheme (shared: never change them)."""
+    model, meta = models.get_model(model_id, device)
+    task = get_task(meta["task"])
+    vocab = task.vocab
+    perm = P.matching_permutation(a, b)
+    ids_a = torch.tensor([vocab.encode(list(a))], device=model.device)  # [1 pos]
+    ids_b = torch.tensor([vocab.encode(list(b))], device=model.device)
+    check = P.order_check(model, ids_a, ids_b, perm, scheme, bos_id=vocab.bos_id)
+    freeze((check.rows_a, check.rows_b, check.distances, check.pooled_a, check.pooled_b))
+    rows_a = P.answers(model, task, a, scheme)
+    focus_b = [perm.index(r["position"]) for r in rows_a] if model.cfg.arch == "encoder" else None
+    rows_b = P.answers(model, task, b, scheme, focus=focus_b)
+    return check, rows_a, rows_b
+
+
+@memo(maxsize=64)
+def order_answers(model_id: str, device: str, a: tuple, b: tuple, schemes: tuple) -> pa.Table:
+    """What the model answers for A and B under each scheme, next to the right answers."""
+    answer_rows = []
+    for scheme in schemes:
+        _, ra, rb = order(model_id, device, a, b, scheme)
+        for label, rows in (("A", ra), ("B", rb)):
+            for r in rows:
+                answer_rows.append({"run with": SCHEME_TEXT[scheme], "input": label, "position": r["position"],
+                                    "token": r["token"], "model says": r["predicted"],
+                                    "right answer": r["right answer"] or "(no rule for this order)",
+                                    "correct": {True: "yes", False: "NO", None: "-"}[r["correct"]]})
+    return pa.Table.from_pandas(pd.DataFrame(answer_rows))
+
+
+def scored_positions(targets: list | None, logits: np.ndarray) -> tuple[int, int]:
+    """(right, scored): how many of the input's scored positions the model's top token gets right."""
+    if targets is None:
+        return 0, 0
+    top = np.asarray(logits)[0].argmax(-1)  # [pos]
+    scored = [p for p, t in enumerate(targets) if t != IGNORE and p < top.shape[0]]
+    return sum(int(top[p]) == targets[p] for p in scored), len(scored)
+
+
+@memo(maxsize=64)
+def swap_accuracy(model_id: str, device: str, scheme: str, n: int) -> float:
+    """The model's task accuracy on n fresh samples under a positional scheme."""
+    with st.spinner("Scoring on fresh task samples ..."):
+        model, meta = models.get_model(model_id, device)
+        return P.scheme_accuracy(model, get_task(meta["task"]), scheme, n_samples=n)
+
+
+@memo(maxsize=8)
+def curves(model_ids: tuple, device: str, lengths: tuple, n: int) -> dict:
+    """{scheme: [{length, positions, accuracy, error}]} via core.train.evaluate, n samples a point."""
+    with st.spinner("Evaluating the four induction models at every length ..."):
+        out = {}
+        for scheme, model_id in model_ids:
+            model, meta = models.get_model(model_id, device)
+            points = P.extrapolation_curve(model, get_task(meta["task"]), lengths, n_samples=n)
+            out[scheme] = [vars(p) for p in points]
+        return out
+
+
+@memo(maxsize=8)
+def curve_points(model_ids: tuple, device: str, lengths: tuple, n: int) -> dict:
+    """{scheme: ([positions], [accuracy or None])}: the curves as the extrapolation chart takes them."""
+    return {s: ([p["positions"] for p in pts], [p["accuracy"] for p in pts])
+            for s, pts in curves(model_ids, device, lengths, n).items()}
+
+
+@memo(maxsize=64)
+def length_view(model_ids: tuple, device: str, lengths: tuple, n: int, length: int) -> tuple[pa.Table, list]:
+    """At one content length: (a table of each scheme's accuracy, or 'refused'; [(model id, positions,
+    error)] for each model that refused). Shared: never change the list."""
+    ids = dict(model_ids)
+    rows, refusals = [], []
+    for scheme, pts in curves(model_ids, device, lengths, n).items():
+        point = next(p for p in pts if p["length"] == length)
+        rows.append({"scheme": SCHEME_TEXT[scheme],
+                     "accuracy": "refused" if point["accuracy"] is None else f"{point['accuracy']:.1%}"})
+        if point["error"]:
+            refusals.append((ids[scheme], point["positions"], point["error"]))
+    return pa.Table.from_pandas(pd.DataFrame(rows)), refusals
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures: built once per distinct data and shipped ready-serialised (see ui.figures.cached)
+
+encoding_figure = cached(F.encoding_heatmap)
+wavelength_figure = cached(F.wavelength_chart)
+gram_figure = cached(F.gram_heatmap)
+profile_figure = cached(F.profile_chart)
+shift_matrix_figure = cached(F.shift_matrix_heatmap)
+rope_plane_figure = cached(F.rope_plane)
+rope_score_figure = cached(F.rope_score_heatmap)
+neighbour_figure = cached(F.neighbour_bars)
+row_distance_figure = cached(F.row_distance_heatmap)
+pooled_figure = cached(F.pooled_chart)
+attention_figure = cached(attention_heatmap)
+accuracy_figure = cached(F.accuracy_bars)
+extrapolation_figure = cached(F.extrapolation_chart)
