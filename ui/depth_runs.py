@@ -3,7 +3,8 @@ experiment, the trained twins and the path curves. Kept in a module (not the pag
 is made once per process: a cache defined in a page script is rebuilt, and its function's source
 re-hashed, on every rerun.
 
-Plain values in, plain values out; the shared model is only ever called.
+Plain values in; results are shared by every session (ui.memo), so they are frozen read-only.
+The shared model is only ever called.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from core.analysis import depth as A
 from core.hyper import HyperConfig, HyperTransformer
 from core.tasks import get_task
 from ui import models
+from ui.memo import freeze, memo
 
 PATH_NS = sorted({2 ** k for k in range(1, 13)} | {3 * 2 ** k for k in range(0, 11)})  # 2 .. 4096
 TWIN_SAMPLES = 64
@@ -29,41 +31,41 @@ def _inputs(cache_key: tuple):
     return model, ids, kwargs
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(maxsize=64)
 def forward_data(cache_key: tuple, prefix: str) -> A.ForwardStream:
     """The residual stream of one stack for the sidebar's input."""
     model, ids, kwargs = _inputs(cache_key)
-    return A.forward_stream(model, ids, prefix, **kwargs)
+    return freeze(A.forward_stream(model, ids, prefix, **kwargs))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(maxsize=64)
 def lens_data(cache_key: tuple, prefix: str) -> np.ndarray:
     """Logit-lens probabilities `[stage pos vocab]` of the output stack."""
     model, _, _ = _inputs(cache_key)
-    return A.logit_lens(model, forward_data(cache_key, prefix).resid, prefix)
+    return freeze(A.logit_lens(model, forward_data(cache_key, prefix).resid, prefix))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(maxsize=64)
 def backward_data(cache_key: tuple, prefix: str, kind: str, position: int, targets: tuple | None) -> A.BackwardStream:
     """Gradients of the chosen scalar at every residual state of one stack."""
     model, ids, kwargs = _inputs(cache_key)
-    return A.backward_stream(model, ids, A.objective(kind, targets, position), prefix, **kwargs)
+    return freeze(A.backward_stream(model, ids, A.objective(kind, targets, position), prefix, **kwargs))
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@memo(maxsize=256)
 def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int, noise: float) -> A.DepthProfile:
     """One random stack's gradient profile (each variant cached on its own)."""
-    return A.depth_profile(variant, n_layers, gain, seed, streams, noise)
+    return freeze(A.depth_profile(variant, n_layers, gain, seed, streams, noise))
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@memo(maxsize=32)
 def mixing_example(n_layers: int, gain: float, seed: int, streams: int, noise: float) -> np.ndarray:
     """The Sinkhorn stack's mixing matrices `[2L n n]` (the same stack the chart measured)."""
     cfg = HyperConfig(n_streams=streams, mixing="sinkhorn", noise=noise, n_layers=n_layers, gain=gain,
                       d_model=A.EXPERIMENT_D_MODEL, n_heads=A.EXPERIMENT_HEADS,
                       vocab_size=A.EXPERIMENT_VOCAB, max_len=A.EXPERIMENT_TOKENS)
     with A.one_thread(), torch.random.fork_rng(devices=[]):
-        return HyperTransformer(cfg, seed=seed).double().mixing_matrices().numpy()
+        return freeze(HyperTransformer(cfg, seed=seed).double().mixing_matrices().numpy())
 
 
 def twin_ids() -> tuple[str, str] | None:
@@ -94,23 +96,23 @@ def twins_data(pre_id: str, post_id: str, device: str) -> dict:
     return out
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@memo(maxsize=32)
 def path_curves(heads: int) -> dict[str, np.ndarray]:
     """Every curve of the paths chart over PATH_NS for H heads."""
     ns = np.array(PATH_NS)
-    return {
+    return freeze({
         "ns": ns,
         "formula": np.array([A.hop_formula(int(n), heads) for n in ns]),
         "ideal": np.array([A.strided_head_layers(int(n), heads) for n in ns]),
         "random": np.array([A.random_head_mean(int(n), heads) for n in ns]),
         "rnn": np.array([A.rnn_path(int(n)) for n in ns]),
-    }
+    })
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@memo(maxsize=64)
 def model_paths(cache_key: tuple, prefix: str, threshold: float) -> tuple[int | None, np.ndarray, int]:
     """Layers needed on the sidebar model's thresholded attention graphs (its layers repeated)."""
     model, ids, kwargs = _inputs(cache_key)
     graphs = A.attention_graphs(model, ids, threshold, prefix, **kwargs)  # [layer q k]
     needed, fields = A.layers_to_connect([torch.as_tensor(g) for g in graphs])
-    return needed, fields, graphs.shape[0]
+    return freeze((needed, fields, graphs.shape[0]))
