@@ -126,10 +126,22 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
-def plotly_data(page, index: int = 0):
-    """The `data` of the index-th plotly chart on the page (as the browser holds it)."""
+_NTH_PLOT = ("(i) => { const c = document.querySelectorAll(\"[data-testid='stPlotlyChart']\")[i];"
+             " return c ? c.querySelector('.js-plotly-plot') : null; }")
+
+
+def plotly_data(page, index: int = 0, timeout: float = 60_000):
+    """The `data` of the index-th plotly chart on the page, in page order (as the browser holds it).
+
+    Charts are counted by their Streamlit element, drawn or not, and this waits for that one to be
+    drawn: plotly draws charts in no fixed order, so the n-th drawn plot need not be the n-th chart.
+    """
+    page.wait_for_function(
+        f"(i) => {{ const g = ({_NTH_PLOT})(i); return !!(g && g.data && g.data.length); }}",
+        arg=index, timeout=timeout,
+    )
     return page.evaluate(
-        "(i) => { const g = document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\")[i];"
+        f"(i) => {{ const g = ({_NTH_PLOT})(i);"
         " return g ? JSON.parse(JSON.stringify(g.data, (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v)) : null; }",
         index,
     )

@@ -62,7 +62,7 @@ def test_train_a_small_model_in_the_browser(server_url, page):
     # scrub back to the random model: the head heatmaps change
     def heatmaps():
         out = []
-        for i in range(page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").count()):
+        for i in range(page.locator("[data-testid='stPlotlyChart']").count()):
             data = plotly_data(page, i)
             if data and data[0].get("type") == "heatmap":
                 out.append(decode_array(data[0]["z"]).astype(float))
