@@ -24,12 +24,26 @@ USER_MODELS_KEY = "glassbox.user_models"  # {id: (model, meta)} trained or uploa
 USER_PREFIX = "session:"
 
 
-@memo(maxsize=32)
-def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
+@st.cache_resource(show_spinner="Loading model ...", max_entries=32)
+def _load_bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
+    """Load a bundled model once per process (every session shares it; it is never mutated)."""
     model, meta = checkpoints.load_bundled(model_id, device=device)
     for p in model.parameters():
         p.requires_grad_(True)  # gradients are taken with autograd.grad, never written to .grad
     return model, meta
+
+
+_LOADED: dict[tuple[str, str], tuple[Transformer, dict]] = {}  # what _load_bundled returned, by (id, device)
+
+
+def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
+    """The shared bundled model: st.cache_resource loads it once; later lookups (several per rerun of
+    every page) are a plain dict lookup instead of Streamlit's argument hashing."""
+    key = (model_id, device)
+    found = _LOADED.get(key)
+    if found is None:
+        found = _LOADED[key] = _load_bundled(model_id, device)
+    return found
 
 
 @memo(maxsize=1)
