@@ -18,6 +18,7 @@ Run: python bench/page_speed.py [--repeats 15] [--pages attention,home] [--views
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -59,9 +60,13 @@ st.navigation({{section: [st.Page(path, title=title, default=i == 0 and n == 0)
 """
 
 
+_FOLDERS: list[Path] = []  # temporary apps, removed when the run ends
+
+
 def floor_in_shell(rows: int, cols: int) -> AppTest:
     """The bare heatmap page as the first page of a navigation shaped like app.py's."""
     folder = Path(tempfile.mkdtemp(prefix="glassbox-floor-"))
+    _FOLDERS.append(folder)
     (folder / "pages").mkdir()
     shape = {}
     for section, infos in sections().items():
@@ -196,7 +201,11 @@ def main(argv=None) -> int:
         for view in [v for v in ("grid", "head") if v in views]:
             query = {"model": "induction-sinusoidal", "input": long_input, "view": view}
             page(f"attention (view={view}, 128 tokens)", info.path, query, large)
-    times = {name: (wall, script) for name, wall, script in median_reruns(apps, args.repeats)}
+    try:
+        times = {name: (wall, script) for name, wall, script in median_reruns(apps, args.repeats)}
+    finally:
+        for folder in _FOLDERS:
+            shutil.rmtree(folder, ignore_errors=True)
 
     print(f"\nAppTest reruns, median of {args.repeats} (ms), every app rerun in turns in this one run.\n"
           f"ratio = page / its floor (the bare heatmap of the same size, named on its row), run the same way:\n"

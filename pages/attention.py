@@ -6,7 +6,6 @@ Thin page: the sidebar's model and input, the idea, then ui.attention_view's con
 
 from __future__ import annotations
 
-import streamlit as st
 
 from ui import attention_view as V
 from ui.page import header

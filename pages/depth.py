@@ -60,7 +60,7 @@ def _fmt_choice(labels: dict):
 
 def _position_widget(tokens: list[str], default: int) -> int:
     n = len(tokens)
-    query.seed("depth.pos", "at", lambda p: query.parse_int(p, 0, n - 1), default, valid=lambda v: 0 <= v < n)
+    query.seed_index("depth.pos", "at", n, default)
     return st.selectbox("Position", list(range(n)), key="depth.pos", format_func=lambda i: f"{i}: {tokens[i]}",
                         help="Used by the contribution waterfall and by the one-logit gradient.")
 

@@ -256,12 +256,10 @@ def panel_effect(sel: Selection, stack: np.ndarray, arg: np.ndarray, base: dict,
     st.latex(r"a_{ij} = \frac{e^{s_{ij}}\,[M_{ij}\text{ allows}]}{\sum_{j'} e^{s_{ij'}}\,[M_{ij'}\text{ allows}]}")
     c1, c2 = st.columns(2)
     with c1:
-        query.seed("masks.layer", "layer", lambda v: query.parse_int(v, 0, cfg.n_layers - 1), 0,
-                   valid=lambda v: isinstance(v, int) and 0 <= v < cfg.n_layers)
+        query.seed_index("masks.layer", "layer", cfg.n_layers, 0)
         layer = st.selectbox("Layer", list(range(cfg.n_layers)), key="masks.layer")
     with c2:
-        query.seed("masks.head", "head", lambda v: query.parse_int(v, 0, cfg.n_heads - 1), 0,
-                   valid=lambda v: isinstance(v, int) and 0 <= v < cfg.n_heads)
+        query.seed_index("masks.head", "head", cfg.n_heads, 0)
         head = st.selectbox("Head", list(range(cfg.n_heads)), key="masks.head")
     query.write(layer=layer, head=head)
     query.show_notes()
@@ -427,8 +425,7 @@ def panel_graph(sel: Selection, stack: np.ndarray, scope: str, layer: int) -> No
     st.caption(("Never: some pairs have no route at any depth." if full_at is None else
                 f"Every token reaches every other after {full_at} layer(s).")
                + ("" if scope == SAME else " Past this model's layers the last layer's mask is repeated."))
-    query.seed("masks.token", "token", lambda v: query.parse_int(v, 0, n - 1), n - 1,
-               valid=lambda v: isinstance(v, int) and 0 <= v < n)
+    query.seed_index("masks.token", "token", n, n - 1)
     token = st.slider("receptive field of query token", 0, n - 1, key="masks.token",
                       help="Which keys can influence this token after 1, 2, ... layers?")
     query.write(token=token)

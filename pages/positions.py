@@ -112,10 +112,8 @@ query.seed("positions.shuffle_seed", "shuffle", lambda p: query.parse_int(p, 0, 
 default_swap = "none" if native != "none" else "sinusoidal"
 query.seed("positions.swap", "swap", lambda p: query.parse_choice(p, swap_options), default_swap,
            valid=lambda v: v in swap_options)
-query.seed("positions.layer", "layer", lambda p: query.parse_int(p, 0, n_layers - 1), 0,
-           valid=lambda v: 0 <= v < n_layers)
-query.seed("positions.head", "head", lambda p: query.parse_int(p, 0, n_heads - 1), 0,
-           valid=lambda v: 0 <= v < n_heads)
+query.seed_index("positions.layer", "layer", n_layers, 0)
+query.seed_index("positions.head", "head", n_heads, 0)
 if st.session_state.get(EXT_READY) is None:  # not `in`: that copies the whole session state
     st.session_state[EXT_READY] = query.parse_text("ext") is not None  # a shared link with ext= shows the curves
 query.seed("positions.ext", "ext", lambda p: _snap(p, list(EXT_LENGTHS), 2, 52, log=False), 20,

@@ -19,7 +19,7 @@ from core.figures import attention as F
 from core.figures.heatmaps import EXACT_CELLS
 from ui import query, runs
 from ui.figures import cached
-from ui.page import try_this
+from ui.page import index_picker, try_this
 from ui.sidebar import MAX_INPUT_TOKENS, Selection, example_text, selection_for
 
 TEMPERATURES = [0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0]
@@ -89,22 +89,6 @@ def pick_kind(sel: Selection) -> A.AttentionKind:
     kind = by_key[key]
     st.caption(kind.blurb)
     return kind
-
-
-def _seed_int(key: str, param: str, n: int, default: int) -> int:
-    """An integer 0..n-1 from the URL, clamped with a note; reset to `default` when it no longer fits."""
-    return query.seed(key, param, lambda p: query.parse_int(p, 0, n - 1), default,
-                      valid=lambda v: isinstance(v, int) and 0 <= v < n)
-
-
-def int_picker(label: str, key: str, param: str, n: int, default: int, fmt=None, help: str | None = None,
-               buttons: int = 8, width: int | str = "stretch") -> int:
-    """An integer choice 0..n-1 seeded from the URL (clamped); buttons when at most `buttons`, else a select box."""
-    _seed_int(key, param, n, default)
-    fmt = fmt or str
-    if n <= buttons:
-        return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
-    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help, width=width)
 
 
 def _seed_temperature() -> float:
@@ -203,9 +187,9 @@ def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, k
 
 def pick_query(q_tokens) -> int:
     """The query token (row) that the bars and the arithmetic are about; kept in the URL as `query`."""
-    return int_picker("Query token", "attention.query", "query", len(q_tokens), len(q_tokens) - 1,
-                      fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0, width=280,
-                      help="The row of the pattern the bar chart and the arithmetic are about.")
+    return index_picker("Query token", "attention.query", "query", len(q_tokens), len(q_tokens) - 1,
+                        fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0, width=280,
+                        help="The row of the pattern the bar chart and the arithmetic are about.")
 
 
 def _vector_latex(v: np.ndarray, dims: int = SHOWN_DIMS) -> str:
@@ -404,8 +388,8 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
 def _seed_compare(sel: Selection, n_l: int, n_h: int, layer: int, head: int) -> None:
     """Compare mode, head B and input B from the URL (input B defaults to the task's next example)."""
     query.seed("attention.cmp", "cmp", lambda p: query.parse_choice(p, [CMP_HEADS, CMP_INPUTS]), CMP_HEADS)
-    _seed_int("attention.layer2", "layer2", n_l, layer)
-    _seed_int("attention.head2", "head2", n_h, (head + 1) % n_h)
+    query.seed_index("attention.layer2", "layer2", n_l, layer)
+    query.seed_index("attention.head2", "head2", n_h, (head + 1) % n_h)
     example = example_text(sel.task, sel.arch, st.session_state.get("glassbox.example_seed", 0) + 1)
     query.seed("attention.input2", "input2", query.parse_text, example)
 
@@ -421,9 +405,9 @@ def seed_url(sel: Selection) -> None:
     cfg = sel.model.cfg
     kind = _seed_kind(A.attention_kinds(sel.arch))
     q_tokens, _ = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
-    layer = _seed_int("attention.layer", "layer", cfg.n_layers, 0)
-    head = _seed_int("attention.head", "head", cfg.n_heads, 0)
-    _seed_int("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
+    layer = query.seed_index("attention.layer", "layer", cfg.n_layers, 0)
+    head = query.seed_index("attention.head", "head", cfg.n_heads, 0)
+    query.seed_index("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
     _seed_temperature()
     _seed_view()
     _seed_steps()
@@ -447,9 +431,9 @@ def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens
     if mode == CMP_HEADS:
         c1, c2 = st.columns(2)
         with c1:
-            layer_b = int_picker("Layer of B", "attention.layer2", "layer2", n_l, layer)
+            layer_b = index_picker("Layer of B", "attention.layer2", "layer2", n_l, layer)
         with c2:
-            head_b = int_picker("Head of B", "attention.head2", "head2", n_h, (head + 1) % n_h)
+            head_b = index_picker("Head of B", "attention.head2", "head2", n_h, (head + 1) % n_h)
         query.write(cmp=None, layer2=layer_b, head2=head_b, input2=None)
         b, b_q, b_k = pat_all[layer_b, head_b], q_tokens, k_tokens
         b_title = f"B: layer {layer_b}, head {head_b}"
@@ -530,13 +514,13 @@ def controls(sel: Selection) -> View:
     with st.container(border=True):
         c1, c2 = st.columns([2, 3])
         with c1:
-            layer = int_picker("Layer", "attention.layer", "layer", cfg.n_layers, 0)
+            layer = index_picker("Layer", "attention.layer", "layer", cfg.n_layers, 0)
         with c2:
-            head = int_picker("Head", "attention.head", "head", cfg.n_heads, 0)
+            head = index_picker("Head", "attention.head", "head", cfg.n_heads, 0)
         temperature = pick_temperature()
     # The query row is picked inside the views about one query (One head, Step by step); the others
     # keep its value, so it survives a trip through them.
-    qpos = _seed_int("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
+    qpos = query.seed_index("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
     query.write(kind=kind.key if len(A.attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head,
                 query=qpos, temp=None if temperature == 1 else f"{temperature:g}")
     return View(kind, q_tokens, k_tokens, layer, head, qpos, temperature)

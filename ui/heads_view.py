@@ -24,7 +24,7 @@ from core.tasks import IGNORE, Task
 from ui import heads_runs as R, query
 from ui.figures import cached
 from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
-from ui.page import try_this
+from ui.page import index_picker, try_this
 from ui.runs import run
 from ui.sidebar import Selection
 
@@ -57,21 +57,6 @@ curve_fig = cached(training_curves)
 # ---------------------------------------------------------------------------------------------
 # The view: attention kind, layer, head and tab (all in the URL)
 # ---------------------------------------------------------------------------------------------
-
-
-def seed_int(key: str, param: str, n: int, default: int) -> None:
-    """Widget state `key` from URL parameter `param`, clamped to 0..n-1 (a note says so)."""
-    query.seed(key, param, lambda p: query.parse_int(p, 0, n - 1), min(default, n - 1),
-               valid=lambda v: isinstance(v, int) and 0 <= v < n)
-
-
-def int_picker(label: str, key: str, param: str, n: int, default: int, fmt=str, help: str | None = None,
-               buttons: bool = True) -> int:
-    """An integer 0..n-1 seeded from the URL (clamped): segmented buttons when few, a select box otherwise."""
-    seed_int(key, param, n, default)
-    if buttons and n <= 8:
-        return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
-    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help)
 
 
 def pick_kind(sel: Selection) -> AttentionKind:
@@ -115,13 +100,13 @@ def seed_url(sel: Selection) -> None:
     cfg = sel.model.cfg
     by_key = seed_kind(sel)
     kind = by_key.get(st.session_state.get("heads.kind"), next(iter(by_key.values())))
-    seed_int("heads.layer", "layer", cfg.n_layers, 0)
-    seed_int("heads.head", "head", cfg.n_heads, 0)
+    query.seed_index("heads.layer", "layer", cfg.n_layers, 0)
+    query.seed_index("heads.head", "head", cfg.n_heads, 0)
     seed_view()
     query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, H.MATRICES), "W_V")
     seed_ablation(H.all_heads(sel.model))
     n_q = len(axis_tokens(kind, sel.tokens, sel.tgt_tokens)[0])
-    seed_int("heads.orth_query", "oq", n_q, orth_default(cfg, n_q))
+    query.seed_index("heads.orth_query", "oq", n_q, orth_default(cfg, n_q))
 
 
 def orth_default(cfg, n_q: int) -> int:
@@ -607,8 +592,8 @@ def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
     default = orth_default(cfg, len(q_tokens))
     c1, c2 = st.columns(2)
     with c1:
-        qpos = int_picker("Query token", "heads.orth_query", "oq", len(q_tokens), default,
-                          fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=False)
+        qpos = index_picker("Query token", "heads.orth_query", "oq", len(q_tokens), default,
+                          fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0)
     with c2:
         alpha = st.slider("Size of the added part (times |q|)", 0.0, 10.0, 3.0, 0.5, key="heads.orth_alpha")
     query.write(oq=qpos)
@@ -660,9 +645,9 @@ def controls(sel: Selection) -> tuple[AttentionKind, int, int]:
     with st.container(border=True):
         c1, c2 = st.columns(2)
         with c1:
-            layer = int_picker("Layer", "heads.layer", "layer", cfg.n_layers, 0)
+            layer = index_picker("Layer", "heads.layer", "layer", cfg.n_layers, 0)
         with c2:
-            head = int_picker("Head", "heads.head", "head", cfg.n_heads, 0)
+            head = index_picker("Head", "heads.head", "head", cfg.n_heads, 0)
     query.write(kind=kind.key if len(attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head)
     return kind, layer, head
 

@@ -149,7 +149,7 @@ def order(model_id: str, device: str, a: tuple, b: tuple, scheme: str) -> tuple:
     ids_a = torch.tensor([vocab.encode(list(a))], device=model.device)  # [1 pos]
     ids_b = torch.tensor([vocab.encode(list(b))], device=model.device)
     check = P.order_check(model, ids_a, ids_b, perm, scheme, bos_id=vocab.bos_id)
-    freeze((check.rows_a, check.rows_b, check.distances, check.pooled_a, check.pooled_b))
+    freeze(check)  # a dataclass of arrays: every one read-only
     rows_a = P.answers(model, task, a, scheme)
     focus_b = [perm.index(r["position"]) for r in rows_a] if model.cfg.arch == "encoder" else None
     rows_b = P.answers(model, task, b, scheme, focus=focus_b)

@@ -138,6 +138,13 @@ def seed(key: str, param: str, parse: Callable[[str], object], default, valid: C
     return value
 
 
+def seed_index(key: str, param: str, n: int, default: int) -> int:
+    """Widget state `key` (an index 0..n-1) from URL parameter `param`, clamped with a note; reset to
+    `default` (itself kept below n) when the value no longer fits, e.g. after a smaller model is picked."""
+    return seed(key, param, lambda p: parse_int(p, 0, n - 1), min(default, n - 1),
+                valid=lambda v: isinstance(v, int) and 0 <= v < n)
+
+
 def is_seeded(key: str) -> bool:
     """True once `seed` has read the URL for this widget key in this session."""
     book = st.session_state.get(_BOOK_KEY)

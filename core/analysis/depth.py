@@ -41,13 +41,18 @@ def resid_names(model: Transformer, prefix: str = "") -> list[str]:
     (`hook_resid_mid`, decoder blocks' `hook_resid_mid_cross`, `hook_resid_post`). The
     `hook_resid_pre` of block i > 0 is the same tensor as the `hook_resid_post` of block i - 1.
     """
-    stack = model.stack_for(prefix)
-    names = [f"{prefix}blocks.0.hook_resid_pre"]
-    for i, block in enumerate(stack.blocks):
-        names.append(f"{prefix}blocks.{i}.hook_resid_mid")
-        if hasattr(block, "hook_resid_mid_cross"):
-            names.append(f"{prefix}blocks.{i}.hook_resid_mid_cross")
-        names.append(f"{prefix}blocks.{i}.hook_resid_post")
+    return [f"{prefix}blocks.0.hook_resid_pre"] + _per_sublayer(
+        model, prefix, "hook_resid_mid", "hook_resid_mid_cross", "hook_resid_post")
+
+
+def _per_sublayer(model: Transformer, prefix: str, attn: str, cross: str, mlp: str) -> list[str]:
+    """One hook name per sublayer, block by block: `attn`, `cross` (decoder blocks that have it), `mlp`."""
+    names = []
+    for i, block in enumerate(model.stack_for(prefix).blocks):
+        names.append(f"{prefix}blocks.{i}.{attn}")
+        if hasattr(block, cross):
+            names.append(f"{prefix}blocks.{i}.{cross}")
+        names.append(f"{prefix}blocks.{i}.{mlp}")
     return names
 
 
@@ -63,14 +68,7 @@ def stage_label(name: str) -> str:
 
 def sublayer_names(model: Transformer, prefix: str = "") -> list[str]:
     """What each sublayer writes into the stream, in order (attn, cross, mlp per block)."""
-    stack = model.stack_for(prefix)
-    names = []
-    for i, block in enumerate(stack.blocks):
-        names.append(f"{prefix}blocks.{i}.hook_attn_out")
-        if hasattr(block, "hook_cross_attn_out"):
-            names.append(f"{prefix}blocks.{i}.hook_cross_attn_out")
-        names.append(f"{prefix}blocks.{i}.hook_mlp_out")
-    return names
+    return _per_sublayer(model, prefix, "hook_attn_out", "hook_cross_attn_out", "hook_mlp_out")
 
 
 def sublayer_label(name: str) -> str:
