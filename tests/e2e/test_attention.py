@@ -84,6 +84,23 @@ def _array(value) -> np.ndarray:
     return np.asarray(value, dtype=float)
 
 
+def _settled_chart(page, index: int, trace_type: str, timeout_ms: int = 60_000) -> list:
+    """The index-th chart's data once the rerun has settled on a chart of `trace_type` there.
+
+    While Streamlit replaces a view, the page can briefly hold the old and the new charts side by side,
+    so the n-th chart is only trusted once the run is over and it is the kind of chart expected.
+    """
+    step = 250
+    data = None
+    for _ in range(timeout_ms // step):
+        wait_for_run(page)
+        data = plotly_data(page, index)
+        if data and data[0].get("type") == trace_type:
+            return data
+        page.wait_for_timeout(step)
+    raise AssertionError(f"chart {index} is {data and data[0].get('type')!r}, not a {trace_type!r} chart")
+
+
 def _wait_change(page, before: np.ndarray, index: int = 0, timeout_ms: int = 60_000) -> np.ndarray:
     """Wait until the index-th chart's z differs from `before` (the rerun replaced the figure)."""
     step = 250
@@ -135,9 +152,7 @@ def test_slider_and_select_change_the_heatmap(server_url, page):
     # The query select box moves the bar chart to another row of the heatmap.
     page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").get_by_role("combobox").click()
     page.get_by_role("option").nth(3).click()
-    wait_for_run(page)
-    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stPlotlyChart']\").length >= 3")
-    bars = plotly_data(page, 2)
+    bars = _settled_chart(page, 2, "bar")
     np.testing.assert_allclose(_array(bars[0]["y"]), z2[3], atol=1e-3)
     assert_no_exception(page)
     _tall_screenshot(page, "attention_head_changed")
