@@ -15,14 +15,14 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis import attention as A
-from core.figures import attention as F
 from core.figures.heatmaps import EXACT_CELLS
-from ui import query, runs
-from ui.figures import cached
-from ui.page import index_picker, try_this
-from ui.sidebar import MAX_INPUT_TOKENS, Selection, example_text, selection_for
+from ui.attention_runs import (bars_figure, diff_figure, entropy_figure, grid_figure, head_figure, lines_figure,
+                               run_patterns, run_steps, steps_figure)
+from ui.page import pick_index, try_this
+from ui.params import Choice, Float, Int, Params, Text, general
+from ui.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
 
-TEMPERATURES = [0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0]
+TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 STEPS_HEAD, STEPS_TOY = "head", "toy"
 CMP_HEADS, CMP_INPUTS = "heads", "inputs"
 PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-attention"}}
@@ -31,45 +31,32 @@ SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would no
 VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
 VIEWS = {VIEW_GRID: "Every head", VIEW_HEAD: "One head", VIEW_STEPS: "Step by step", VIEW_TEMP: "Temperature",
          VIEW_CMP: "Compare", VIEW_EXPORT: "Export"}
+TOY_KEYS_TEXT = " ".join(f"{k:g}" for k in A.TOY_KEYS)
+TOY_VALUES_TEXT = " ".join(f"{v:g}" for v in A.TOY_VALUES)
 
-# ---------------------------------------------------------------------------------------------
-# Cached work: one hooked run per (input, temperature), shared by every panel; figures are built
-# once per distinct input (see ui.figures.cached).
-# ---------------------------------------------------------------------------------------------
-
-
-grid_figure = cached(F.overview_grid)
-head_figure = cached(F.head_heatmap)
-lines_figure = cached(F.lines_view)
-bars_figure = cached(F.query_bars)
-steps_figure = cached(F.steps_bars)
-entropy_figure = cached(F.entropy_bars)
-diff_figure = cached(F.difference_heatmap)
-
-
-def run_patterns(sel: Selection, kind: A.AttentionKind, temperature: float) -> tuple[np.ndarray, np.ndarray]:
-    """(patterns [layer head q k], logits [1 pos vocab]) of one kind of attention at a temperature."""
-    out = runs.run(sel, A.pattern_names(kind, sel.model.cfg.n_layers), temperature=temperature)
-    return A.stack_patterns(out, kind, sel.model.cfg.n_layers), out["logits"]
-
-
-def run_steps(sel: Selection, kind: A.AttentionKind, layer: int, temperature: float) -> dict:
-    """q, k, v, mask, scores, pattern and z of one layer (what the arithmetic panel recomputes)."""
-    return runs.run(sel, A.step_names(kind, layer, sel.model.cfg.pos), temperature=temperature)
+# Every URL parameter of the page, once. Ranges that depend on the model or input (layer, head, query
+# row) are given when the widget is drawn.
+URL = Params(
+    "attention",
+    Choice("kind", "cross", choices=("enc", "dec", "cross")),
+    Int("layer", 0, lo=0, hi=0), Int("head", 0, lo=0, hi=0), Int("query", 0, lo=0, hi=0),
+    Float("temp", 1.0, lo=TEMPERATURES[0], hi=TEMPERATURES[-1], stops=TEMPERATURES, log=True, fmt=general,
+          omit_default=True),
+    Choice("view", VIEW_GRID, choices=tuple(VIEWS), omit_default=True),
+    Choice("steps", STEPS_HEAD, choices=(STEPS_HEAD, STEPS_TOY), omit_default=True),
+    Float("toy_q", A.TOY_QUERY, lo=-100.0, hi=100.0, fmt=general, omit_default=True),
+    Text("toy_keys", TOY_KEYS_TEXT, omit_default=True),
+    Text("toy_values", TOY_VALUES_TEXT, omit_default=True),
+    Int("toy_dk", 1, lo=1, hi=4096, omit_default=True),
+    Choice("cmp", CMP_HEADS, choices=(CMP_HEADS, CMP_INPUTS), omit_default=True),
+    Int("layer2", 0, lo=0, hi=0), Int("head2", 0, lo=0, hi=0),
+    Text("input2", ""),
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # The view: which attention, layer, head, query and temperature (all in the URL)
 # ---------------------------------------------------------------------------------------------
-
-
-def _seed_kind(kinds: list[A.AttentionKind]) -> A.AttentionKind:
-    """The kind from the URL (encoder-decoder models only; default: cross-attention)."""
-    by_key = {k.key: k for k in kinds}
-    if len(kinds) == 1:
-        return kinds[0]
-    return by_key[query.seed("attention.kind", "kind", lambda p: query.parse_choice(p, list(by_key)), "cross",
-                             valid=lambda v: v in by_key)]
 
 
 def pick_kind(sel: Selection) -> A.AttentionKind:
@@ -82,50 +69,27 @@ def pick_kind(sel: Selection) -> A.AttentionKind:
         st.info(f"This model is {'an encoder' if sel.arch == 'encoder' else 'a decoder'}, so it has one kind "
                 f"of attention: **{kind.label}**. {kind.blurb} Pick {other} in the sidebar to see cross-attention, "
                 f"where queries come from the target and keys from the source.", icon=":material/info:")
+        URL.kind.clear()
         return kind
-    _seed_kind(kinds)
-    key = st.segmented_control("Which attention", list(by_key), key="attention.kind", required=True,
-                               format_func=lambda k: by_key[k].label)
+    key = URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
+                          format_func=lambda k: by_key[k].label)
     kind = by_key[key]
     st.caption(kind.blurb)
     return kind
 
 
-def _seed_temperature() -> float:
-    """T from the URL: clamped to the slider's range and snapped to its nearest stop, with a note."""
-    def parse(p):
-        value = query.parse_float(p, TEMPERATURES[0], TEMPERATURES[-1])
-        if value is None:
-            return None
-        nearest = min(TEMPERATURES, key=lambda t: abs(np.log(t) - np.log(value)))
-        if abs(nearest - value) > 1e-9:
-            query.note(f"URL parameter temp={value:g} is not one of the slider's stops; using {nearest:g}.")
-        return nearest
-    return query.seed("attention.temp", "temp", parse, 1.0, valid=lambda v: v in TEMPERATURES)
-
-
 def pick_temperature() -> float:
     """The softmax temperature T for this page's runs (scores are divided by T); 1 = as trained."""
-    _seed_temperature()
-    return st.select_slider("Temperature T (divides every score before softmax; 1 = as trained)", TEMPERATURES,
-                            key="attention.temp", format_func=lambda t: f"{t:g}",
-                            help="A per-call option: the shared model is not changed. T < 1 sharpens every "
-                                 "row towards one key, T > 1 flattens it towards uniform.")
-
-
-def _seed_view() -> str:
-    """The open view from the URL (`view`)."""
-    return query.seed("attention.view", "view", lambda p: query.parse_choice(p, list(VIEWS)), VIEW_GRID,
-                      valid=lambda v: v in VIEWS)
+    return URL.temp.widget(st.select_slider, "Temperature T (divides every score before softmax; 1 = as trained)",
+                           format_func=general,
+                           help="A per-call option: the shared model is not changed. T < 1 sharpens every "
+                                "row towards one key, T > 1 flattens it towards uniform.")
 
 
 def pick_view() -> str:
     """Which view is open: one button per view, kept in the URL as `view`. Only the open view is drawn."""
-    _seed_view()
-    view = st.segmented_control("View", list(VIEWS), key="attention.view", required=True, format_func=VIEWS.get,
-                                label_visibility="collapsed", width="stretch")
-    query.write(view=None if view == VIEW_GRID else view)
-    return view
+    return URL.view.widget(st.segmented_control, "View", required=True, format_func=VIEWS.get,
+                           label_visibility="collapsed", width="stretch")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,7 +151,7 @@ def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, k
 
 def pick_query(q_tokens) -> int:
     """The query token (row) that the bars and the arithmetic are about; kept in the URL as `query`."""
-    return index_picker("Query token", "attention.query", "query", len(q_tokens), len(q_tokens) - 1,
+    return pick_index(URL.query, "Query token", len(q_tokens), len(q_tokens) - 1,
                         fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0, width=280,
                         help="The row of the pattern the bar chart and the arithmetic are about.")
 
@@ -243,41 +207,30 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
     (st.success if worst < 1e-4 else st.error)(msg, icon=":material/check_circle:" if worst < 1e-4 else None)
 
 
-def _seed_toy() -> tuple[str, str]:
-    """The toy example's numbers from the URL; returns the default keys and values as text."""
-    keys_default = " ".join(f"{k:g}" for k in A.TOY_KEYS)
-    values_default = " ".join(f"{v:g}" for v in A.TOY_VALUES)
-    query.seed("attention.toy_q", "toy_q", lambda p: query.parse_float(p, -100.0, 100.0), A.TOY_QUERY)
-    query.seed("attention.toy_keys", "toy_keys", query.parse_text, keys_default)
-    query.seed("attention.toy_values", "toy_values", query.parse_text, values_default)
-    query.seed("attention.toy_dk", "toy_dk", lambda p: query.parse_int(p, 1, 4096), 1)
-    return keys_default, values_default
+def reset_toy() -> None:
+    """Put the scalar example back to the seeds' worked numbers (a button callback)."""
+    for param in (URL.toy_q, URL.toy_keys, URL.toy_values, URL.toy_dk):
+        st.session_state[param.key] = param.default
 
 
 def toy_arithmetic():
     """The seeds' one-number example, editable: q, keys, values, d_k and a temperature."""
-    keys_default, values_default = _seed_toy()
-
-    def reset():
-        st.session_state["attention.toy_q"] = A.TOY_QUERY
-        st.session_state["attention.toy_keys"] = keys_default
-        st.session_state["attention.toy_values"] = values_default
-        st.session_state["attention.toy_dk"] = 1
 
     st.markdown("Everything here is a single number (d_k = 1), so you can follow it with a calculator. "
                 "The preset is the worked example from our reading: query q = 2, keys 0.1, 0.2, 0.5 and "
                 "values 1, −1, 3.")
     c1, c2, c3, c4 = st.columns([1, 2, 2, 1])
-    q = c1.number_input("query q", min_value=-100.0, max_value=100.0, step=0.5, key="attention.toy_q")
-    keys_text = c2.text_input("keys k (numbers)", key="attention.toy_keys")
-    values_text = c3.text_input("values v (one per key)", key="attention.toy_values")
-    d_k = c4.number_input("d_k", min_value=1, max_value=4096, step=1, key="attention.toy_dk",
-                          help="The key width: scores are divided by its square root.")
-    st.button("Reset to the worked example (q = 2)", on_click=reset, key="attention.toy_reset",
+    with c1:
+        q = URL.toy_q.widget(st.number_input, "query q", step=0.5)
+    with c2:
+        keys_text = URL.toy_keys.widget(st.text_input, "keys k (numbers)")
+    with c3:
+        values_text = URL.toy_values.widget(st.text_input, "values v (one per key)")
+    with c4:
+        d_k = URL.toy_dk.widget(st.number_input, "d_k", step=1,
+                                help="The key width: scores are divided by its square root.")
+    st.button("Reset to the worked example (q = 2)", on_click=reset_toy, key="attention.toy_reset",
               icon=":material/restart_alt:")
-    query.write(toy_q=None if q == A.TOY_QUERY else f"{q:g}", toy_keys=None if keys_text == keys_default else keys_text,
-                toy_values=None if values_text == values_default else values_text,
-                toy_dk=None if d_k == 1 else int(d_k))
     try:
         keys = A.parse_numbers(keys_text, "keys")
         values = A.parse_numbers(values_text, "values")
@@ -312,12 +265,6 @@ def toy_arithmetic():
              "by √d_k.")
 
 
-def _seed_steps() -> str:
-    """Which numbers the arithmetic shows: this head, or the toy example (`steps=toy`)."""
-    return query.seed("attention.steps", "steps", lambda p: query.parse_choice(p, [STEPS_HEAD, STEPS_TOY]),
-                      STEPS_HEAD)
-
-
 def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
     """Step by step for one query: a real head, or the seeds' scalar example."""
     st.subheader("The arithmetic, step by step")
@@ -325,9 +272,7 @@ def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens
              r"\quad z = \sum_j \alpha_j\, v_j")
     labels = {STEPS_HEAD: f"This head: layer {layer}, head {head}, query {qpos}:{q_tokens[qpos]}",
               STEPS_TOY: "Worked example with single numbers (q = 2)"}
-    _seed_steps()
-    mode = st.radio("Numbers from", list(labels), key="attention.steps", format_func=labels.get, horizontal=True)
-    query.write(steps=None if mode == STEPS_HEAD else mode)
+    mode = URL.steps.widget(st.radio, "Numbers from", format_func=labels.get, horizontal=True)
     if mode == STEPS_TOY:
         toy_arithmetic()
     else:
@@ -385,34 +330,29 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
                "answer, ✗ = it is not.")
 
 
-def _seed_compare(sel: Selection, n_l: int, n_h: int, layer: int, head: int) -> None:
-    """Compare mode, head B and input B from the URL (input B defaults to the task's next example)."""
-    query.seed("attention.cmp", "cmp", lambda p: query.parse_choice(p, [CMP_HEADS, CMP_INPUTS]), CMP_HEADS)
-    query.seed_index("attention.layer2", "layer2", n_l, layer)
-    query.seed_index("attention.head2", "head2", n_h, (head + 1) % n_h)
-    example = example_text(sel.task, sel.arch, st.session_state.get("glassbox.example_seed", 0) + 1)
-    query.seed("attention.input2", "input2", query.parse_text, example)
+def input_b_default(sel: Selection) -> str:
+    """Input B starts as the task's next example after the sidebar's."""
+    return example_text(sel.task, sel.arch, st.session_state.get(SEED_KEY, 0) + 1)
 
 
 def seed_url(sel: Selection) -> None:
     """Read every URL parameter of this page before anything is drawn, so problems are reported at the top.
 
-    Each widget seeds itself again when it is made (a no-op once seeded); this only moves the
-    first reading, and its notes, before the page header.
+    Each widget seeds itself again when it is made (a no-op once seeded); this only moves the first
+    reading, and its notes, before the page header.
     """
-    if query.is_seeded("attention.input2"):  # the last one below: the URL was read on an earlier run
-        return
     cfg = sel.model.cfg
-    kind = _seed_kind(A.attention_kinds(sel.arch))
+    kinds = A.attention_kinds(sel.arch)
+    kind = {k.key: k for k in kinds}[URL.kind.seed(choices=tuple(k.key for k in kinds))] if len(kinds) > 1 else kinds[0]
     q_tokens, _ = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
-    layer = query.seed_index("attention.layer", "layer", cfg.n_layers, 0)
-    head = query.seed_index("attention.head", "head", cfg.n_heads, 0)
-    query.seed_index("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
-    _seed_temperature()
-    _seed_view()
-    _seed_steps()
-    _seed_toy()
-    _seed_compare(sel, cfg.n_layers, cfg.n_heads, layer, head)
+    layer = URL.layer.seed(hi=cfg.n_layers - 1)
+    head = URL.head.seed(hi=cfg.n_heads - 1)
+    URL.query.seed(hi=len(q_tokens) - 1, default=len(q_tokens) - 1)
+    for param in (URL.temp, URL.view, URL.steps, URL.toy_q, URL.toy_keys, URL.toy_values, URL.toy_dk, URL.cmp):
+        param.seed()
+    URL.layer2.seed(hi=cfg.n_layers - 1, default=layer)
+    URL.head2.seed(hi=cfg.n_heads - 1, default=(head + 1) % cfg.n_heads)
+    URL.input2.seed(default=input_b_default(sel))
 
 
 def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
@@ -422,25 +362,24 @@ def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens
                 "where A gives more weight than B, **red** where B gives more, white where they agree. Each row "
                 "of A − B adds up to 0, because both rows add up to 1.")
     labels = {CMP_HEADS: "Two heads, same input", CMP_INPUTS: "Same head, two inputs"}
-    _seed_compare(sel, n_l=pat_all.shape[0], n_h=pat_all.shape[1], layer=layer, head=head)
-    mode = st.radio("Compare", list(labels), key="attention.cmp", format_func=labels.get, horizontal=True,
-                    label_visibility="collapsed")
+    mode = URL.cmp.widget(st.radio, "Compare", format_func=labels.get, horizontal=True,
+                          label_visibility="collapsed")
     n_l, n_h = pat_all.shape[:2]
     a = pat_all[layer, head]
     a_title = f"A: layer {layer}, head {head}"
     if mode == CMP_HEADS:
         c1, c2 = st.columns(2)
         with c1:
-            layer_b = index_picker("Layer of B", "attention.layer2", "layer2", n_l, layer)
+            layer_b = pick_index(URL.layer2, "Layer of B", n_l, layer)
         with c2:
-            head_b = index_picker("Head of B", "attention.head2", "head2", n_h, (head + 1) % n_h)
-        query.write(cmp=None, layer2=layer_b, head2=head_b, input2=None)
+            head_b = pick_index(URL.head2, "Head of B", n_h, (head + 1) % n_h)
+        URL.clear("input2")
         b, b_q, b_k = pat_all[layer_b, head_b], q_tokens, k_tokens
         b_title = f"B: layer {layer_b}, head {head_b}"
     else:
-        text = st.text_input("Input B (same model, same head)", key="attention.input2",
-                             help=f"Tokens separated by spaces, at most {MAX_INPUT_TOKENS}.")
-        query.write(cmp=mode, layer2=None, head2=None, input2=text)
+        text = URL.input2.widget(st.text_input, "Input B (same model, same head)", default=input_b_default(sel),
+                                 help=f"Tokens separated by spaces, at most {MAX_INPUT_TOKENS}.")
+        URL.clear("layer2", "head2")
         sel_b, problem = selection_for(sel, text, "input B")
         if problem:
             st.error(f"{problem} Comparing the input with itself instead.")
@@ -514,15 +453,14 @@ def controls(sel: Selection) -> View:
     with st.container(border=True):
         c1, c2 = st.columns([2, 3])
         with c1:
-            layer = index_picker("Layer", "attention.layer", "layer", cfg.n_layers, 0)
+            layer = pick_index(URL.layer, "Layer", cfg.n_layers)
         with c2:
-            head = index_picker("Head", "attention.head", "head", cfg.n_heads, 0)
+            head = pick_index(URL.head, "Head", cfg.n_heads)
         temperature = pick_temperature()
     # The query row is picked inside the views about one query (One head, Step by step); the others
     # keep its value, so it survives a trip through them.
-    qpos = query.seed_index("attention.query", "query", len(q_tokens), len(q_tokens) - 1)
-    query.write(kind=kind.key if len(A.attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head,
-                query=qpos, temp=None if temperature == 1 else f"{temperature:g}")
+    qpos = URL.query.seed(hi=len(q_tokens) - 1, default=len(q_tokens) - 1)
+    URL.query.write(qpos)
     return View(kind, q_tokens, k_tokens, layer, head, qpos, temperature)
 
 

@@ -61,16 +61,40 @@ def freeze(value: Any) -> Any:
     return value
 
 
+DEFAULT_MAX_BYTES = 64 * 2 ** 20  # per memo: a classroom's worth of figures and runs, not the machine
+
+
+def nbytes(value: Any) -> int:
+    """A quick estimate of the memory a result holds: its arrays, tensors and byte strings (the rest is
+    small next to them)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes if value.dtype != object else 64 * value.size
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (bytes, str)):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(nbytes(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    shipped = getattr(value, "_shipped", None)  # a ShippedFigure: its serialised figure
+    return nbytes(shipped) if shipped is not None else 0
+
+
 class Memo:
-    """A thread-safe least-recently-used store of results by fingerprint.
+    """A thread-safe least-recently-used store of results by fingerprint, bounded in count and bytes.
 
     A miss computes outside the lock, so one slow run never blocks other sessions' lookups; two
     sessions that miss at once both compute, and the second result wins (the same either way).
     """
 
-    def __init__(self, func: Callable, maxsize: int):
-        self.func, self.maxsize = func, maxsize
+    def __init__(self, func: Callable, maxsize: int, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.func, self.maxsize, self.max_bytes = func, maxsize, max_bytes
         self._store: OrderedDict[Hashable, Any] = OrderedDict()
+        self._sizes: dict[Hashable, int] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
         functools.update_wrapper(self, func)
 
@@ -81,12 +105,26 @@ class Memo:
                 self._store.move_to_end(key)
                 return self._store[key]
         value = self.func(*args, **kwargs)
+        size = nbytes(value)
         with self._lock:
-            self._store[key] = value
+            self._bytes += size - self._sizes.get(key, 0)
+            self._store[key], self._sizes[key] = value, size
             self._store.move_to_end(key)
-            while len(self._store) > self.maxsize:
-                self._store.popitem(last=False)
+            while len(self._store) > 1 and (len(self._store) > self.maxsize or self._bytes > self.max_bytes):
+                old, _ = self._store.popitem(last=False)
+                self._bytes -= self._sizes.pop(old)
         return value
+
+    @property
+    def bytes(self) -> int:
+        """The estimated memory the stored results hold."""
+        return self._bytes
+
+    def has(self, *args, **kwargs) -> bool:
+        """Whether a result for these arguments is stored (without computing it)."""
+        key = (fingerprint(args), fingerprint(kwargs))
+        with self._lock:
+            return key in self._store
 
     def __len__(self) -> int:
         return len(self._store)
@@ -95,8 +133,11 @@ class Memo:
         """Forget every stored result."""
         with self._lock:
             self._store.clear()
+            self._sizes.clear()
+            self._bytes = 0
 
 
-def memo(maxsize: int = 128) -> Callable[[Callable], Memo]:
-    """Decorator: keep up to `maxsize` results of a pure function for every session of this process."""
-    return lambda func: Memo(func, maxsize)
+def memo(maxsize: int = 128, max_bytes: int = DEFAULT_MAX_BYTES) -> Callable[[Callable], Memo]:
+    """Decorator: keep up to `maxsize` results (and about `max_bytes`) of a pure function for every
+    session of this process. The one caching style of the app, for results and models alike."""
+    return lambda func: Memo(func, maxsize, max_bytes)

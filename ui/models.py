@@ -6,7 +6,6 @@ temperature, ablations) is an argument of a call on it.
 
 from __future__ import annotations
 
-import functools
 import time
 import uuid
 
@@ -24,7 +23,10 @@ USER_MODELS_KEY = "glassbox.user_models"  # {id: (model, meta)} trained or uploa
 USER_PREFIX = "session:"
 
 
-@st.cache_resource(show_spinner="Loading model ...", max_entries=32)
+MAX_LOADED_MODELS = 24  # bundled models kept in memory per process (11 ship; a GPU doubles the keys)
+
+
+@memo(maxsize=MAX_LOADED_MODELS)
 def _load_bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
     """Load a bundled model once per process (every session shares it; it is never mutated)."""
     model, meta = checkpoints.load_bundled(model_id, device=device)
@@ -33,17 +35,13 @@ def _load_bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
     return model, meta
 
 
-_LOADED: dict[tuple[str, str], tuple[Transformer, dict]] = {}  # what _load_bundled returned, by (id, device)
-
-
 def _bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
-    """The shared bundled model: st.cache_resource loads it once; later lookups (several per rerun of
-    every page) are a plain dict lookup instead of Streamlit's argument hashing."""
-    key = (model_id, device)
-    found = _LOADED.get(key)
-    if found is None:
-        found = _LOADED[key] = _load_bundled(model_id, device)
-    return found
+    """The shared bundled model, from the same process-wide memo style as every cached result; the first
+    load of a model shows a spinner (later lookups are a dictionary lookup)."""
+    if _load_bundled.has(model_id, device):
+        return _load_bundled(model_id, device)
+    with st.spinner("Loading model ..."):
+        return _load_bundled(model_id, device)
 
 
 @memo(maxsize=1)
@@ -95,7 +93,7 @@ def get_model(model_id: str, device: str = "cpu") -> tuple[Transformer, dict]:
     return _bundled(model_id, device)
 
 
-@functools.lru_cache(maxsize=1)
+@memo(maxsize=1)
 def _devices() -> tuple[str, ...]:
     return tuple(available_devices())
 

@@ -6,9 +6,10 @@ disagree. Pictures for the map live in assets/images/<url_path>.png (made from t
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
+
+from ui.memo import memo
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "assets" / "images"
@@ -40,7 +41,7 @@ class PageInfo:
         return _read(str(self.image))
 
 
-@functools.lru_cache(maxsize=64)
+@memo(maxsize=64)
 def _read(path: str) -> bytes | None:
     p = Path(path)
     return p.read_bytes() if p.is_file() else None

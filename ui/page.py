@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import query
+from ui.params import Int
 
 
 def header(title: str, idea: str, equation: str | None = None) -> None:
@@ -30,3 +31,14 @@ def index_picker(label: str, key: str, param: str, n: int, default: int, fmt=str
     if n <= buttons:
         return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
     return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help, width=width)
+
+
+def pick_index(param: Int, label: str, n: int, default: int = 0, fmt=str, help: str | None = None,
+               buttons: int = 8, width: int | str = "stretch") -> int:
+    """A choice of 0..n-1 bound to URL parameter `param` (clamped): buttons when there are at most
+    `buttons` choices, otherwise a select box of the given width."""
+    if n <= buttons:
+        return param.widget(st.segmented_control, label, hi=n - 1, default=min(default, n - 1), required=True,
+                            format_func=fmt, help=help)
+    return param.widget(st.selectbox, label, hi=n - 1, default=min(default, n - 1), format_func=fmt, help=help,
+                        width=width)

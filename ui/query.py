@@ -112,11 +112,13 @@ def _book() -> _Book:
     return book
 
 
-def seed(key: str, param: str, parse: Callable[[str], object], default, valid: Callable[[object], bool] = None):
+def seed(key: str, param: str, parse: Callable[[str], object], default, valid: Callable[[object], bool] = None,
+         fit: Callable[[object], object] = None):
     """Initialise widget state `key` from the URL once per session, else from `default`.
 
     Afterwards the widget owns the value; if it became invalid (e.g. a smaller model was picked),
-    it is reset to `default`. Call before creating the widget, and create it with `key=key` only.
+    `fit` makes it valid again (e.g. clamps it; None when it cannot) or, without `fit`, it is reset
+    to `default`. Call before creating the widget, and create it with `key=key` only.
     """
     book = _book()
     state = st.session_state
@@ -131,6 +133,9 @@ def seed(key: str, param: str, parse: Callable[[str], object], default, valid: C
         value = state.get(key, _MISSING)  # not `key in state`: that copies the whole state (~0.15 ms)
         if value is _MISSING:
             value = book.kept.get(key, default)
+    if fit is not None:
+        value = fit(value)
+        value = default if value is None else value
     if valid is not None and not valid(value):
         value = default
     state[key] = value

@@ -11,20 +11,29 @@ from typing import Optional
 import numpy as np
 import torch
 
+from core.model import Transformer
 from ui import models
 from ui.memo import freeze, memo
 from ui.sidebar import Selection
 
 
+def model_inputs(cache_key: tuple) -> tuple[Transformer, torch.Tensor, dict]:
+    """A Selection.cache_key back to what a forward needs: (model, token ids [1 pos], tgt= kwargs).
+
+    Cached work is keyed by the short, hashable cache key (not by tensors); this is the one way back."""
+    model_id, device, ids, tgt = cache_key
+    model, _ = models.get_model(model_id, device)
+    tokens = torch.tensor([ids], device=model.device)  # [1 pos]
+    kwargs = {"tgt": torch.tensor([tgt], device=model.device)} if tgt is not None else {}  # [1 tgt_pos]
+    return model, tokens, kwargs
+
+
 @memo(maxsize=128)
 def _cached_run(key: tuple, names: tuple, pos: Optional[str], temperature: float,
                 mask: Optional[np.ndarray], ablate: tuple) -> dict[str, np.ndarray]:
-    model_id, device, ids, tgt = key
-    model, _ = models.get_model(model_id, device)
-    tokens = torch.tensor([ids], device=model.device)
-    kwargs = {"tgt": torch.tensor([tgt], device=model.device)} if tgt is not None else {}
+    model, tokens, kwargs = model_inputs(key)
     if mask is not None:
-        kwargs["tgt_mask" if tgt is not None else "mask"] = torch.as_tensor(mask, device=model.device)
+        kwargs["tgt_mask" if "tgt" in kwargs else "mask"] = torch.as_tensor(mask, device=model.device)
     fwd = [(f"{prefix}blocks.{layer}.attn.hook_z", _zero_head(head)) for prefix, layer, head in ablate]
     logits, cache = model.run_with_cache(tokens, list(names), pos=pos, temperature=temperature, fwd=fwd, **kwargs)
     out = {name: t.float().cpu().numpy() for name, t in cache.items()}

@@ -81,7 +81,7 @@ def example_text(task: Task, arch: str, seed: int) -> str:
     return _example_text(task.name, arch, seed)
 
 
-@functools.lru_cache(maxsize=1024)
+@memo(maxsize=1024)
 def _example_text(task_name: str, arch: str, seed: int) -> str:
     """The task's example for a seed as text (deterministic, so kept: the sidebar asks on every rerun)."""
     return " ".join(t for t in get_task(task_name).example(arch, seed=seed) if t != "<pad>")

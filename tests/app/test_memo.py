@@ -138,3 +138,21 @@ def test_streamlit_ships_the_same_chart_either_way():
     plain, shipped = at.get("plotly_chart")
     assert shipped.proto.spec == plain.proto.spec  # what the browser receives is identical
     assert '"height":321' in shipped.proto.spec.replace(" ", "")
+
+
+def test_memo_is_bounded_in_bytes_and_keeps_the_newest():
+    from ui.memo import Memo
+    store = Memo(lambda i: np.zeros(1000, dtype=np.uint8) + i, maxsize=100, max_bytes=3500)
+    for i in range(10):
+        store(i)
+    assert len(store) == 3 and store.bytes == 3000  # the three newest fit under 3,500 bytes
+    assert store.has(9) and store.has(7) and not store.has(6)
+    store.clear()
+    assert store.bytes == 0 and len(store) == 0
+
+
+def test_a_result_larger_than_the_bound_is_still_returned_and_kept_alone():
+    from ui.memo import Memo
+    store = Memo(lambda i: np.zeros(5000, dtype=np.uint8), maxsize=10, max_bytes=1000)
+    assert store(1).size == 5000 and store(2).size == 5000
+    assert len(store) == 1 and store.has(2)
