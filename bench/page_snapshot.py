@@ -26,11 +26,11 @@ STATES: dict[str, list[dict[str, str]]] = {
     "pages/attention.py": [{}, {"model": "induction-rope", "view": "head", "layer": "1", "head": "2", "query": "3"},
                            {"view": "steps", "temp": "0.5", "toy_q": "-2"}],
     "pages/positions.py": [{}, {"model": "induction-rope", "pe_n": "32", "pe_d": "16", "k": "3", "layer": "1"},
-                           {"model": "induction-learned", "swap": "none", "order": "pair", "ext": "40"}],
+                           {"model": "induction-learned", "swap": "sinusoidal", "order": "brackets", "order_pos": "sinusoidal", "ext": "40"}],
     "pages/heads.py": [{}, {"model": "induction-rope", "view": "roles", "layer": "1", "head": "1"},
-                       {"model": "sort-decoder", "view": "ablation", "ablate": "0.1,1.0", "mode": "mean"}],
+                       {"model": "sort-decoder", "view": "ablation", "ablate": "L0H1,L1H0", "mode": "mean"}],
     "pages/masks.py": [{}, {"model": "future-legality-encoder", "preset": "causal", "layer": "1", "head": "1"},
-                       {"model": "induction-rope", "preset": "window", "w": "2", "token": "3"}],
+                       {"model": "induction-rope", "preset": "sliding", "w": "2", "token": "3", "scope": "layer"}],
     "pages/depth.py": [{}, {"model": "sort-decoder-postln", "at": "3", "L": "24", "rho": "0.3"},
                        {"model": "reverse-encdec", "stack": "encoder", "n": "256", "H": "2", "tau": "0.5"}],
     "pages/train.py": [{}, {"task": "sort", "arch": "decoder", "pos": "rope", "norm": "post"},
@@ -74,7 +74,7 @@ def snapshot() -> dict:
             name = f"{page}#{i}"
             shots[name] = {
                 "exception": [e.value for e in at.exception],
-                "url": dict(at.query_params.to_dict()) if hasattr(at.query_params, "to_dict") else {},
+                "url": {k: str(v) for k, v in dict(at.query_params).items()},
                 "main": _elements(at.main), "sidebar": _elements(at.sidebar),
             }
             print(f"{name}: {len(shots[name]['main'])} main elements, {len(shots[name]['exception'])} exceptions",
