@@ -38,6 +38,7 @@ class Param:
     default: Any
     key: str = ""  # the widget's session-state key (Params fills in "<page>.<name>")
     omit_default: bool = False  # the URL leaves it out while it has its default value
+    written: bool = True  # False: read from a shared link, but the page does not write it back
 
     # -- what a subclass defines ------------------------------------------------------------
     def parse(self, raw_name: str, bounds: dict) -> Any:
@@ -95,7 +96,7 @@ class Param:
             options = kwargs.pop("options", None)
             value = widget(label, options, key=key, **kwargs) if options is not None else \
                 widget(label, key=key, **kwargs)
-        if url:
+        if url and self.written:
             self.write(value, default=default)
         return value
 

@@ -18,6 +18,7 @@ from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
 from ui import ensure_app_navigation, models, query
 from ui.memo import memo
+from ui.params import Choice, Params, Text
 
 MODEL_KEY = "glassbox.model"
 INPUT_KEY = "glassbox.input"
@@ -27,6 +28,16 @@ DEVICE_KEY = "glassbox.device"
 SEED_KEY = "glassbox.example_seed"
 MAX_INPUT_TOKENS = 128  # pages draw every attention pattern; longer inputs would flood the browser
 GREEDY, TYPED = "The model's own output (greedy)", "Type it"
+
+# The sidebar's URL parameters; the choices (models, devices) and defaults (the task's example) are
+# known when it is drawn. `input` and `tgt` are written back as the tokens actually used.
+URL = Params(
+    "glassbox",
+    Choice("model", "", key=MODEL_KEY),
+    Choice("device", "cpu", key=DEVICE_KEY, written=False),
+    Text("input", "", key=INPUT_KEY, written=False),
+    Text("tgt", "", key=TGT_KEY, written=False),
+)
 
 
 @dataclass
@@ -92,22 +103,19 @@ def _pick_model() -> str:
     if not choices:
         st.error("No models found in assets/models. Run `python -m core.train --all` to build them.")
         st.stop()
-    ids = list(choices)
-    query.seed(MODEL_KEY, "model", lambda p: query.parse_choice(p, ids), ids[0], valid=lambda v: v in ids)
-    return st.selectbox("Model", ids, key=MODEL_KEY, format_func=lambda i: choices[i],
-                        help="Models this project trained on toy tasks, plus any you train or upload.")
+    return URL.model.widget(st.selectbox, "Model", choices=tuple(choices), format_func=choices.get,
+                            help="Models this project trained on toy tasks, plus any you train or upload.")
 
 
 def _pick_device(description: str) -> str:
     """The device select when there is a GPU; otherwise a note under the model's description."""
-    options = models.devices()
-    query.seed(DEVICE_KEY, "device", lambda p: query.parse_choice(p, options), options[0],
-               valid=lambda v: v in options)
+    options = tuple(models.devices())
     if len(options) == 1:
+        URL.device.seed(choices=options)
         st.caption(f"{description}\n\nRunning on **{options[0].upper()}** (no GPU found).")
         return options[0]
     st.caption(description)
-    return st.selectbox("Device", options, key=DEVICE_KEY)
+    return URL.device.widget(st.selectbox, "Device", choices=options)
 
 
 def _on_model_change() -> None:
@@ -150,7 +158,7 @@ def shared_sidebar() -> Selection:
         cap = _max_tokens(model)
         seed = st.session_state.setdefault(SEED_KEY, 0)
         default_text = _example(task, arch, seed)
-        query.seed(INPUT_KEY, "input", query.parse_text, default_text)
+        URL.input.seed(default=default_text)
         label = "Source tokens" if arch == "encoder-decoder" else "Input tokens"
         if st.button("Random example", icon=":material/casino:", width="stretch"):
             st.session_state[SEED_KEY] = seed + 1
@@ -176,14 +184,18 @@ def shared_sidebar() -> Selection:
             targets = None
             st.info(f"No right answer to check: {exc}")
         st.caption(f"Task: **{task.title}**. {task.scored_for(arch)}")
-    query.write(model=model_id, input=" ".join(tokens),
-                tgt=" ".join(tgt_tokens) if tgt_tokens and st.session_state.get(TGT_MODE_KEY) == TYPED else None)
+    URL.input.write(" ".join(tokens))
+    if tgt_tokens and st.session_state.get(TGT_MODE_KEY) == TYPED:
+        URL.tgt.write(" ".join(tgt_tokens))
+    else:
+        URL.tgt.clear()
     return Selection(model_id, model, meta, task, device, tokens, ids, tgt_tokens, tgt_ids, targets, notes)
 
 
 def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, cap: int):
     """The decoder's input for an encoder-decoder model: its own greedy output, or typed."""
     vocab = task.vocab
+    # The mode is not a parameter of its own: a link that carries tgt= opens with the typed decoder input.
     query.seed(TGT_MODE_KEY, "tgt", lambda p: TYPED if query.parse_text(p) else None, GREEDY)
     greedy_tokens, greedy_ids = greedy_target(model_id, device, task, src_ids, cap)
     mode = st.radio("Decoder input", [GREEDY, TYPED], key=TGT_MODE_KEY,
@@ -191,7 +203,7 @@ def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, 
                     help="Cross-attention needs a target side: let the model write it, or type one.")
     if mode == GREEDY:
         return greedy_tokens, greedy_ids
-    query.seed(TGT_KEY, "tgt", query.parse_text, " ".join(greedy_tokens))
+    URL.tgt.seed(default=" ".join(greedy_tokens))
     text = st.text_input("Decoder input tokens", key=TGT_KEY, help="Start with <bos>.")
     tokens, problem = _tokenise(task, text, "decoder input", cap)
     if problem:

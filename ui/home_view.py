@@ -1,0 +1,50 @@
+"""The Home page's panels: the map of the pages, a card each with its picture, promise and link."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from ui.nav import PAGES, PageInfo
+from ui.sidebar import Selection
+
+CARDS_PER_ROW = 3
+
+
+def current_model(sel: Selection) -> None:
+    """One line naming the sidebar's model, so a student knows what every page will show."""
+    cfg = sel.model.cfg
+    st.caption(f"Current model: **{sel.meta.get('title', sel.model_id)}** ({sel.arch}, {cfg.n_layers} "
+               f"layers × {cfg.n_heads} heads, d_model = {cfg.d_model}), task: {sel.task.title}.")
+
+
+def page_link(page: PageInfo) -> None:
+    """A link into the page; when this file runs without the app's navigation, a plain URL link."""
+    try:
+        st.page_link(page.path, label=f"Open {page.title}", icon=page.icon)
+    except StreamlitAPIException:  # st.page_link needs st.navigation's pages; run alone, use the URL
+        st.markdown(f"[Open {page.title}](/{page.url_path})")
+
+
+def card(page: PageInfo) -> None:
+    """One page on the map: its picture, its promise, and a link."""
+    with st.container(border=True):
+        st.markdown(f"#### {page.title}")
+        picture = page.picture()
+        if picture:
+            st.image(picture, width="stretch", output_format="PNG")  # as stored: no re-encoding per rerun
+        st.markdown(page.blurb)
+        page_link(page)
+
+
+def page_map() -> None:
+    """Every page of the menu as a card, a few to a row; a listed page whose file is missing is named."""
+    st.subheader("Map of the pages")
+    pages = [p for p in PAGES if p.url_path and p.exists]
+    missing = [p.title for p in PAGES if p.url_path and not p.exists]
+    for start in range(0, len(pages), CARDS_PER_ROW):
+        for col, page in zip(st.columns(CARDS_PER_ROW), pages[start:start + CARDS_PER_ROW]):
+            with col:
+                card(page)
+    if missing:
+        st.warning("These pages are listed in the menu plan but their files are missing: " + ", ".join(missing))
