@@ -23,6 +23,13 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
 MANIFEST = MODELS_DIR / "manifest.json"
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # a teaching model is a few hundred KB; refuse anything huge
 META_KEY = "glassbox"  # the safetensors metadata entry that holds our JSON
+# The largest size a checkpoint may declare, checked on the raw JSON before anything is built: the
+# bundled models use a small fraction of each, and a forged header must not make the server build a
+# huge skeleton or table (a 40,000-layer or max_len 10^9 config would take minutes and gigabytes).
+LIMITS = {"d_model": 1024, "n_heads": 64, "d_head": 1024, "n_layers": 24, "d_mlp": 8192,
+          "max_len": 8192, "vocab_size": 65536, "src_vocab_size": 65536}
+MAX_PARAMETERS = 20_000_000  # weights a declared config may need (the file limit holds about 5M float32)
+META_TEXT_FIELDS = ("task", "title", "description", "id")
 
 PathLike = Union[str, Path]
 
@@ -40,8 +47,62 @@ def save(model: Transformer, path: PathLike, meta: dict) -> None:
     Path(path).write_bytes(to_bytes(model, meta))
 
 
-def from_bytes(data: bytes, device: Union[str, torch.device] = "cpu") -> tuple[Transformer, dict]:
-    """Rebuild (model in eval mode, meta) from checkpoint bytes, checking everything on the way."""
+def describe_limits() -> str:
+    """The bounds an uploaded checkpoint must respect, in one sentence for the page."""
+    sizes = ", ".join(f"{name} ≤ {value:,}" for name, value in LIMITS.items())
+    return (f"Uploads are .safetensors files of at most {MAX_UPLOAD_BYTES // 2 ** 20} MB declaring {sizes} and at "
+            f"most {MAX_PARAMETERS:,} parameters, with finite weights.")
+
+
+def check_declared_sizes(config: dict) -> None:
+    """Refuse a stored config whose sizes exceed LIMITS, before any model or table is built.
+
+    Works on the raw JSON: every size must be a whole number within its bound, and the weights the
+    config implies (an upper estimate) must fit MAX_PARAMETERS."""
+    for name, limit in LIMITS.items():
+        value = config.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"config field {name} must be a whole number, got {str(value)[:40]!r}")
+        if not 1 <= value <= limit:
+            raise ValueError(f"config field {name} = {value:,} is outside what Glassbox opens (1 to {limit:,})")
+    d_model, n_heads = config.get("d_model") or 64, config.get("n_heads") or 4
+    d_head = config.get("d_head") or max(1, d_model // n_heads)
+    d_mlp = config.get("d_mlp") or 4 * d_model
+    stacks = 2 if config.get("arch") == "encoder-decoder" else 1
+    per_layer = 3 * 4 * d_model * n_heads * d_head + 2 * d_model * d_mlp + 8 * d_model  # self + cross attn, MLP
+    rows = (config.get("vocab_size") or 32) + (config.get("src_vocab_size") or 0) + 2 * (config.get("max_len") or 64)
+    total = stacks * (config.get("n_layers") or 2) * per_layer + 2 * rows * d_model
+    if total > MAX_PARAMETERS:
+        raise ValueError(f"this config would need about {total:,} parameters; Glassbox opens at most "
+                         f"{MAX_PARAMETERS:,}")
+
+
+def check_meta(meta: dict) -> None:
+    """The metadata's own fields have the types the pages read: text, and a list of token strings."""
+    for name in META_TEXT_FIELDS:
+        if name in meta and not isinstance(meta[name], str):
+            raise ValueError(f"metadata field {name!r} must be text, got {type(meta[name]).__name__}")
+    vocab = meta.get("vocab")
+    if vocab is not None and not (isinstance(vocab, list) and all(isinstance(t, str) for t in vocab)):
+        raise ValueError("metadata field 'vocab' must be a list of token strings")
+
+
+def check_finite(tensors: dict[str, torch.Tensor]) -> None:
+    """Every weight is a finite number (a NaN or infinity would break every page that uses the model)."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"tensor {name} holds NaN or infinite values")
+
+
+def from_bytes(data: bytes, device: Union[str, torch.device] = "cpu",
+               trusted: bool = False) -> tuple[Transformer, dict]:
+    """Rebuild (model in eval mode, meta) from checkpoint bytes, checking everything on the way.
+
+    Untrusted files (uploads) keep the accuracy they claim only as `claimed_accuracy`: a page shows
+    an accuracy it measured, or none. The bundled models are `trusted` (their accuracy is re-measured
+    by tests/core/test_bundled.py)."""
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError("a checkpoint must be bytes")
     if len(data) > MAX_UPLOAD_BYTES:
@@ -64,25 +125,33 @@ def from_bytes(data: bytes, device: Union[str, torch.device] = "cpu") -> tuple[T
         raise ValueError(f"the checkpoint's metadata is not valid JSON: {exc}") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise ValueError("the checkpoint's metadata has no 'config' object")
-    cfg = TransformerConfig.from_dict(meta["config"])
+    check_meta(meta)
+    check_declared_sizes(meta["config"])
+    try:
+        cfg = TransformerConfig.from_dict(meta["config"])
+    except TypeError as exc:  # a field of the wrong type that the dataclass itself trips on
+        raise ValueError(f"the checkpoint's config is malformed: {exc}") from exc
+    if not trusted and "accuracy" in meta:
+        meta["claimed_accuracy"] = meta.pop("accuracy")
     # Check shapes on the meta device first: a forged file with a tiny payload and a huge config
     # must not make us allocate the huge model.
     with torch.device("meta"):
         skeleton = Transformer(cfg)
     _check_state(skeleton, tensors)
+    check_finite(tensors)
     model = Transformer(cfg)
     model.load_state_dict(tensors, strict=True)
     return model.to(device).eval(), meta
 
 
-def load(path: PathLike, device: Union[str, torch.device] = "cpu") -> tuple[Transformer, dict]:
-    """Load a checkpoint file written by `save`."""
+def load(path: PathLike, device: Union[str, torch.device] = "cpu", trusted: bool = False) -> tuple[Transformer, dict]:
+    """Load a checkpoint file written by `save` (`trusted`: see from_bytes)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no checkpoint at {path}")
     if path.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{path.name} is too large to be a Glassbox checkpoint")
-    return from_bytes(path.read_bytes(), device)
+    return from_bytes(path.read_bytes(), device, trusted=trusted)
 
 
 def _has_safetensors_header(data: bytes) -> bool:
@@ -156,4 +225,4 @@ def manifest_entry(model_id: str) -> dict:
 def load_bundled(model_id: str, device: Union[str, torch.device] = "cpu") -> tuple[Transformer, dict]:
     """Load one bundled model by its manifest id."""
     entry = manifest_entry(model_id)
-    return load(MODELS_DIR / entry["file"], device)
+    return load(MODELS_DIR / entry["file"], device, trusted=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Literal, Optional, get_args
 
@@ -57,12 +58,11 @@ class TransformerConfig:
         _check_positive_int("d_mlp", self.d_mlp)
         if self.pos == "rope" and self.d_head % 2:
             raise ValueError(f"pos='rope' rotates pairs of dimensions, so d_head must be even, got {self.d_head}")
-        if not self.rope_base > 1:
-            raise ValueError(f"rope_base must be greater than 1, got {self.rope_base}")
-        if self.key_norm_clip is not None and not self.key_norm_clip > 0:
-            raise ValueError(f"key_norm_clip must be None or a positive number, got {self.key_norm_clip}")
-        if not self.cosine_scale > 0:
-            raise ValueError(f"cosine_scale must be positive, got {self.cosine_scale}")
+        _check_number("rope_base", self.rope_base, above=1.0)
+        if self.key_norm_clip is not None:
+            _check_number("key_norm_clip", self.key_norm_clip, above=0.0)
+        _check_number("cosine_scale", self.cosine_scale, above=0.0)
+        _check_number("ln_eps", self.ln_eps, above=0.0, at_most=1.0)
         if not isinstance(self.residual, bool):
             raise ValueError(f"residual must be True or False, got {self.residual!r}")
         if self.src_vocab_size is not None:
@@ -94,6 +94,15 @@ def _check_choice(field: str, value, literal) -> None:
     allowed = get_args(literal)
     if value not in allowed:
         raise ValueError(f"{field} must be one of {list(allowed)}, got {value!r}")
+
+
+def _check_number(field: str, value, above: float, at_most: float = math.inf) -> None:
+    """A finite real number in (above, at_most]; text, NaN and infinities are refused by name."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{field} must be a finite number, got {value!r}")
+    if not above < value <= at_most:
+        limit = f"greater than {above:g}" + (f" and at most {at_most:g}" if math.isfinite(at_most) else "")
+        raise ValueError(f"{field} must be {limit}, got {value!r}")
 
 
 def _check_positive_int(field: str, value) -> None:

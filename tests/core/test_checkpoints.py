@@ -123,9 +123,14 @@ def test_a_forged_huge_config_is_refused_before_anything_is_allocated(monkeypatc
         return real(cfg)
 
     monkeypatch.setattr(checkpoints, "Transformer", recording)
-    with pytest.raises(ValueError, match="shape|missing|unknown"):
+    with pytest.raises(ValueError, match="outside what Glassbox opens"):
         checkpoints.from_bytes(forged)
-    assert built_on == ["meta"]  # only the shape-checking skeleton; never the real (GBs) model
+    assert built_on == []  # refused on the declared sizes: not even the shape-checking skeleton is built
+    # Within every bound, a config whose tensors do not match is still caught on the meta skeleton only.
+    wider = _rewrite_meta(data, lambda m: m["config"].update(d_model=512, n_heads=8, d_head=None, d_mlp=None))
+    with pytest.raises(ValueError, match="shape|missing|unknown"):
+        checkpoints.from_bytes(wider)
+    assert built_on == ["meta"]
 
 
 def test_a_header_length_starting_with_byte_0x80_is_not_mistaken_for_a_pickle():
@@ -140,3 +145,61 @@ def test_a_header_length_starting_with_byte_0x80_is_not_mistaken_for_a_pickle():
     assert padded[:1] == b"\x80"
     model, meta = checkpoints.from_bytes(padded)
     assert meta["task"] == "copy"
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"max_len": 10 ** 7}, "max_len"), ({"max_len": 10 ** 9}, "max_len"), ({"n_layers": 10 ** 5}, "n_layers"),
+    ({"n_layers": 40_000, "d_model": 2, "n_heads": 1, "d_head": None, "d_mlp": None}, "n_layers"),
+    ({"d_model": 10 ** 6, "d_head": None, "d_mlp": None}, "d_model"), ({"vocab_size": 10 ** 8}, "vocab_size"),
+    ({"d_model": 1024, "n_heads": 64, "d_head": 1024, "n_layers": 24, "d_mlp": None}, "parameters"),
+    ({"n_layers": "2"}, "whole number"), ({"d_model": 64.5}, "whole number"),
+])
+def test_hostile_declared_sizes_are_refused_before_any_model_is_built(monkeypatch, edit, message):
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    built = []
+    monkeypatch.setattr(checkpoints, "Transformer", lambda cfg: built.append(cfg))
+    with pytest.raises(ValueError, match=message):
+        checkpoints.from_bytes(_rewrite_meta(data, lambda m: m["config"].update(edit)))
+    assert built == []
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"ln_eps": "x"}, "ln_eps"), ({"ln_eps": -1}, "ln_eps"), ({"ln_eps": float("nan")}, "ln_eps"),
+    ({"rope_base": float("inf")}, "rope_base"), ({"rope_base": "abc"}, "rope_base"),
+    ({"key_norm_clip": float("inf")}, "key_norm_clip"), ({"cosine_scale": "x"}, "cosine_scale"),
+])
+def test_malformed_config_values_get_a_message_naming_the_field(edit, message):
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    with pytest.raises(ValueError, match=message):
+        checkpoints.from_bytes(_rewrite_meta(data, lambda m: m["config"].update(edit)))
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"task": ["copy"]}, "task"), ({"task": {"a": 1}}, "task"), ({"vocab": 5}, "vocab"),
+    ({"vocab": ["a", 3]}, "vocab"), ({"title": 7}, "title"),
+])
+def test_malformed_metadata_values_get_a_message_naming_the_field(edit, message):
+    data = checkpoints.to_bytes(small_model(), {"task": "copy"})
+    with pytest.raises(ValueError, match=message):
+        checkpoints.from_bytes(_rewrite_meta(data, lambda m: m.update(edit)))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_weights_are_refused(bad):
+    model = small_model()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    name = next(iter(k for k in state if k.endswith("weight")))
+    state[name].view(-1)[0] = bad
+    from safetensors.torch import save as st_save
+    data = st_save(state, metadata={checkpoints.META_KEY: json.dumps({"task": "copy", "config": model.cfg.to_dict()})})
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        checkpoints.from_bytes(data)
+
+
+def test_an_upload_keeps_its_claimed_accuracy_apart_and_a_bundled_model_is_trusted():
+    data = checkpoints.to_bytes(small_model(), {"task": "copy", "accuracy": 1.0})
+    _, meta = checkpoints.from_bytes(data)
+    assert "accuracy" not in meta and meta["claimed_accuracy"] == 1.0  # never shown as if measured
+    _, trusted = checkpoints.from_bytes(data, trusted=True)
+    assert trusted["accuracy"] == 1.0
+    assert "max_len" in checkpoints.describe_limits()
