@@ -737,6 +737,80 @@ class FutureLegalityTask(Task):
 
 
 # ---------------------------------------------------------------------------------------
+# two lookups (the Heads page's two-head toy; not in TASKS, see the class docstring)
+# ---------------------------------------------------------------------------------------
+class TwoLookupTask(Task):
+    """Memory items are letter-digit pairs (a3 c1 d2); a query `b1?` asks two questions at once.
+
+    Its answer is a pair too: the LETTER of the memory item that has the query's digit, and the
+    DIGIT of the memory item that has the query's letter. With memory `a3 c1 d2` the query `a1?`
+    answers `c3` (digit 1 belongs to c, letter a holds 3). The query's letter and digit always
+    come from two different memory items, so the two lookups never land on the same item.
+    Format (decoder): n memory items, then n queries; each query position is scored.
+
+    It is deliberately left out of TASKS (the Train page offers every registered task): it exists
+    for the two-head toy of the Heads page (core.analysis.heads.toy), which builds it directly.
+    """
+
+    name = "two-lookups"
+    title = "Two lookups"
+    description = "Answer with the letter of the item sharing my digit and the digit of the item sharing my letter."
+    archs = ("decoder",)
+    metric = "token"
+    scored = "Every query position (a token ending in ?) is scored on its answer pair."
+    default_length = 3
+    min_length = 2
+    max_length = 4
+    letters = ("a", "b", "c", "d")
+    digits = ("1", "2", "3", "4")
+
+    def __init__(self):
+        memory = [l + d for l in self.letters for d in self.digits]
+        self.vocab = Vocab(memory + [m + "?" for m in memory])
+
+    def _sample(self, rng: np.random.Generator, length: int) -> dict:
+        """Memory: `length` pairs with distinct letters and digits; queries mix two different items."""
+        letters = [int(x) for x in rng.permutation(len(self.letters))[:length]]
+        digits = [int(x) for x in rng.permutation(len(self.digits))[:length]]
+        queries = []
+        for _ in range(length):
+            i, j = (int(x) for x in rng.permutation(length)[:2])  # two different memory items
+            queries.append((letters[i], digits[j]))
+        return {"memory": list(zip(letters, digits)), "queries": queries}
+
+    def _format(self, sample: dict, arch: str, length: int) -> Formatted:
+        """Tokens `m1..mn q1?..qn?`; each query is scored on its answer pair."""
+        memory, queries = sample["memory"], sample["queries"]
+        digit_of = {l: d for l, d in memory}
+        letter_of = {d: l for l, d in memory}
+        tokens = [self.letters[l] + self.digits[d] for l, d in memory]
+        tokens += [self.letters[l] + self.digits[d] + "?" for l, d in queries]
+        targets: list = [None] * length
+        targets += [self.letters[letter_of[d]] + self.digits[digit_of[l]] for l, d in queries]
+        return tokens, targets, None, {"memory": memory, "queries": queries}
+
+    def label(self, tokens: list[str], arch: str, tgt: list[str] | None = None) -> list[int]:
+        """Targets for typed input: memory items first, then queries whose letter and digit occur in memory."""
+        self.check_arch(arch)
+        tokens = self._tokens(tokens)
+        memory = [t for t in tokens if not t.endswith("?")]
+        n = len(memory)
+        if tokens[:n] != memory:
+            raise ValueError("memory items (like a3) must all come before the queries (like b1?)")
+        digit_of = {t[0]: t[1] for t in memory}
+        letter_of = {t[1]: t[0] for t in memory}
+        if len(digit_of) != n or len(letter_of) != n:
+            raise ValueError("memory items must use each letter and each digit at most once")
+        out = [IGNORE] * len(tokens)
+        for p in range(n, len(tokens)):
+            letter, digit = tokens[p][0], tokens[p][1]
+            if letter not in digit_of or digit not in letter_of:
+                raise ValueError(f"query {tokens[p]} asks about a letter or digit that is not in memory")
+            out[p] = self.vocab.id(letter_of[digit] + digit_of[letter])
+        return out
+
+
+# ---------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------
 def _reversed(x: list[str]) -> list[str]:

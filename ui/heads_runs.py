@@ -10,8 +10,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from core.analysis import heads as H
-from core.tasks import Task, get_task
+from core.analysis.heads.ablation import (AblationResult, ablate_each, ablation_hooks, head_means, kinds_by_key,
+                                          run_ablated)
+from core.analysis.heads.circuits import ov_available, ov_circuit, qk_circuit
+from core.analysis.heads.redundancy import Redundancy, redundancy as redundancy_report
+from core.analysis.heads.roles import RoleScores, role_scores
+from core.analysis.heads.subspaces import SubspaceReport, subspace_report
+from core.analysis.heads.toy import ToyReport, toy_model, toy_report
+from core.tasks import Task, TwoLookupTask, get_task
 from ui import models
 from ui.memo import freeze, memo
 
@@ -24,14 +30,14 @@ MI_COMPONENTS = 4
 def _kind(model_id: str, device: str, kind_key: str) -> tuple:
     """(model, meta, attention kind) for a memoised function's arguments."""
     model, meta = models.get_model(model_id, device)
-    return model, meta, H.kinds_by_key(model)[kind_key]
+    return model, meta, kinds_by_key(model)[kind_key]
 
 
 @memo(maxsize=64)
-def subspaces(model_id: str, device: str, kind_key: str, layer: int, which: str, reduce: str) -> H.SubspaceReport:
+def subspaces(model_id: str, device: str, kind_key: str, layer: int, which: str, reduce: str) -> SubspaceReport:
     """Principal angles, cross-Gram norms and effective ranks of one layer's heads."""
     model, _, kind = _kind(model_id, device, kind_key)
-    return freeze(H.subspace_report(model, kind, layer, which, reduce))
+    return freeze(subspace_report(model, kind, layer, which, reduce))
 
 
 @memo(maxsize=64)
@@ -39,24 +45,24 @@ def circuits(model_id: str, device: str, kind_key: str, layer: int, head: int,
              q_labels: tuple, k_labels: tuple, out_labels: tuple) -> tuple:
     """(QK circuit, OV circuit or None) of one head."""
     model, _, kind = _kind(model_id, device, kind_key)
-    qk = H.qk_circuit(model, kind, layer, head, q_labels, k_labels)
-    ov = H.ov_circuit(model, kind, layer, head, k_labels, out_labels) if H.ov_available(model, kind) else None
+    qk = qk_circuit(model, kind, layer, head, q_labels, k_labels)
+    ov = ov_circuit(model, kind, layer, head, k_labels, out_labels) if ov_available(model, kind) else None
     return freeze((qk, ov))
 
 
 @memo(maxsize=32)
-def roles(model_id: str, device: str, kind_key: str, task_name: str) -> H.RoleScores:
+def roles(model_id: str, device: str, kind_key: str, task_name: str) -> RoleScores:
     """Role scores of every head of one attention kind (on the repeated-token probe and the task)."""
     model, _, kind = _kind(model_id, device, kind_key)
     task = get_task(task_name)
-    return freeze(H.role_scores(model, kind, task.vocab, task, n=PROBE_SEQUENCES))
+    return freeze(role_scores(model, kind, task.vocab, task, n=PROBE_SEQUENCES))
 
 
 @memo(maxsize=32)
-def redundancy(model_id: str, device: str, kind_key: str, task_name: str) -> H.Redundancy:
+def redundancy(model_id: str, device: str, kind_key: str, task_name: str) -> Redundancy:
     """Pattern similarity and output mutual information for every pair of heads of one kind."""
     model, _, kind = _kind(model_id, device, kind_key)
-    return freeze(H.redundancy(model, kind, get_task(task_name).vocab, n=PROBE_SEQUENCES, k=MI_COMPONENTS))
+    return freeze(redundancy_report(model, kind, get_task(task_name).vocab, n=PROBE_SEQUENCES, k=MI_COMPONENTS))
 
 
 def ablation_batch(task: Task, arch: str):
@@ -69,16 +75,16 @@ def means(model_id: str, device: str, task_name: str) -> dict:
     """Each head's mean output over the ablation batch (what mean-ablation puts in its place)."""
     model, _ = models.get_model(model_id, device)
     task = get_task(task_name)
-    return freeze(H.head_means(model, ablation_batch(task, model.cfg.arch), task.vocab.pad_id))
+    return freeze(head_means(model, ablation_batch(task, model.cfg.arch), task.vocab.pad_id))
 
 
 @memo(maxsize=128)
-def ablation(model_id: str, device: str, task_name: str, heads: tuple, mode: str) -> H.AblationResult:
+def ablation(model_id: str, device: str, task_name: str, heads: tuple, mode: str) -> AblationResult:
     """Accuracy and loss on the ablation batch with `heads` removed (none: the intact model)."""
     model, _ = models.get_model(model_id, device)
     task = get_task(task_name)
     mean = means(model_id, device, task_name) if mode == "mean" else None
-    return freeze(H.run_ablated(model, task, ablation_batch(task, model.cfg.arch), heads, mode, mean))
+    return freeze(run_ablated(model, task, ablation_batch(task, model.cfg.arch), heads, mode, mean))
 
 
 @memo(maxsize=32)
@@ -87,7 +93,7 @@ def ranking(model_id: str, device: str, task_name: str, mode: str) -> tuple:
     model, _ = models.get_model(model_id, device)
     task = get_task(task_name)
     mean = means(model_id, device, task_name) if mode == "mean" else None
-    return freeze(tuple(H.ablate_each(model, task, ablation_batch(task, model.cfg.arch), mode, mean)))
+    return freeze(tuple(ablate_each(model, task, ablation_batch(task, model.cfg.arch), mode, mean)))
 
 
 @memo(maxsize=64)
@@ -96,13 +102,13 @@ def input_logits(model_id: str, device: str, ids: tuple, tgt: tuple | None, task
     """Logits `[1 pos vocab]` for the sidebar's input with the chosen heads ablated."""
     model, _ = models.get_model(model_id, device)
     mean = means(model_id, device, task_name) if mode == "mean" else None
-    fwd = H.ablation_hooks(model, heads, mode, mean)
+    fwd = ablation_hooks(model, heads, mode, mean)
     kwargs = {"tgt": torch.tensor([tgt], device=model.device)} if tgt is not None else {}
     out = model.run_with_hooks(torch.tensor([ids], device=model.device), fwd, **kwargs).float().cpu().numpy()
     return freeze(out)
 
 
 @memo(maxsize=16)
-def untrained_toy(seed: int) -> H.ToyReport:
+def untrained_toy(seed: int) -> ToyReport:
     """The toy before any training (random heads), for the 'before' picture."""
-    return freeze(H.toy_report(H.toy_model(H.TwoLookupTask(), seed)))
+    return freeze(toy_report(toy_model(TwoLookupTask(), seed)))

@@ -15,7 +15,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.analysis import heads as H
+from core.analysis.heads.ablation import ABLATION_MODES, all_heads
+from core.analysis.heads.circuits import pca_2d
+from core.analysis.heads.orthogonal import orthogonal_query, softmax
+from core.analysis.heads.subspaces import MATRICES, h_max
+from core.analysis.heads.toy import TOY_FEATURES, TOY_SEED, TOY_STEPS, few_threads, toy_report, toy_trainer
 from core.analysis.attention import AttentionKind, attention_kinds, axis_tokens
 from core.figures import heads as FH
 from core.figures.heatmaps import attention_heatmap
@@ -91,7 +95,7 @@ def seed_ablation(options: list) -> None:
     """The ablated heads (`ablate`) and the replacement (`mode`) from the URL."""
     query.seed("heads.ablate", "ablate", lambda p: parse_heads(query.parse_text(p), options), [],
                valid=lambda v: isinstance(v, list) and all(r in options for r in v))
-    query.seed("heads.mode", "mode", lambda p: query.parse_choice(p, H.ABLATION_MODES), "zero")
+    query.seed("heads.mode", "mode", lambda p: query.parse_choice(p, ABLATION_MODES), "zero")
 
 
 def seed_url(sel: Selection) -> None:
@@ -103,8 +107,8 @@ def seed_url(sel: Selection) -> None:
     query.seed_index("heads.layer", "layer", cfg.n_layers, 0)
     query.seed_index("heads.head", "head", cfg.n_heads, 0)
     seed_view()
-    query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, H.MATRICES), "W_V")
-    seed_ablation(H.all_heads(sel.model))
+    query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, MATRICES), "W_V")
+    seed_ablation(all_heads(sel.model))
     n_q = len(axis_tokens(kind, sel.tokens, sel.tgt_tokens)[0])
     query.seed_index("heads.orth_query", "oq", n_q, orth_default(cfg, n_q))
 
@@ -150,8 +154,8 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
     c1, c2, c3 = st.columns([3, 2, 2])
     with c1:
-        query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, H.MATRICES), "W_V")
-        which = st.segmented_control("Matrix", list(H.MATRICES), key="heads.which", required=True,
+        query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, MATRICES), "W_V")
+        which = st.segmented_control("Matrix", list(MATRICES), key="heads.which", required=True,
                                      help="W_Q, W_K, W_V: what a head reads from the residual stream. W_O (transposed): where it writes.")
     with c2:
         reduce = st.segmented_control("Angle shown in each cell", ["mean", "min"], key="heads.reduce",
@@ -212,7 +216,7 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     if d_model // d_v > FH.MAX_BOXES:
         st.caption(f"Only the first {FH.MAX_BOXES} boxes of a row are drawn.")
     st.plotly_chart(budget_fig(int(d_model), int(d_v), int(n_heads)), key="heads.fig_budget", config=PNG)
-    st.caption(f"h_max = ⌊{int(d_model)} / {int(d_v)}⌋ = {H.h_max(int(d_model), int(d_v))}. This model: "
+    st.caption(f"h_max = ⌊{int(d_model)} / {int(d_v)}⌋ = {h_max(int(d_model), int(d_v))}. This model: "
                f"{cfg.n_heads} heads × d_v = {cfg.d_head} = {cfg.n_heads * cfg.d_head} of d_model = {cfg.d_model}.")
     try_this("Switch the matrix between W_Q, W_K and W_V. Are the heads more alike in what they look for (W_Q, "
              "W_K) or in what they copy (W_V)?",
@@ -309,7 +313,7 @@ def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
     rope, q, k, pattern = head_run(sel, kind, layer, head, "hook_pattern")  # q [q d_head], k [k d_head], [q k]
     q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     min_w = st.slider("Draw a line when the weight is at least", 0.05, 0.95, 0.3, 0.05, key="heads.pca_min")
-    proj = H.pca_2d(q, k)
+    proj = pca_2d(q, k)
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Queries** (orange circles) **and keys** (blue diamonds)")
@@ -422,12 +426,12 @@ def ablation_panel(sel: Selection):
         f"examples of the task *{task.title}* (the mean is taken over the same examples).")
     st.latex(r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
              r"\mathbb{E}_{x}\big[z^h(x)\big],\qquad \Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
-    options = H.all_heads(model)
+    options = all_heads(model)
     seed_ablation(options)
     c1, c2 = st.columns([4, 1])
     chosen = c1.multiselect("Heads to remove", options, key="heads.ablate", format_func=_label,
                             placeholder="Pick one or more heads")
-    mode = c2.segmented_control("Replace by", list(H.ABLATION_MODES), key="heads.mode", required=True,
+    mode = c2.segmented_control("Replace by", list(ABLATION_MODES), key="heads.mode", required=True,
                                 format_func={"zero": "zeros", "mean": "mean"}.get)
     query.write(ablate=",".join(_label(r).replace(" ", "") for r in chosen) or None,
                 mode=None if mode == "zero" else mode)
@@ -509,16 +513,16 @@ def toy_panel():
     st.markdown("A head that matches only on letters has its $W_Q^h W_K^{h\\top}$ inside the letter × letter "
                 "block; a digit head inside the digit × digit block.")
     c1, c2, c3 = st.columns([1, 2, 2])
-    seed = int(c1.number_input("seed", 0, 999, H.TOY_SEED, key="heads.toy_seed",
+    seed = int(c1.number_input("seed", 0, 999, TOY_SEED, key="heads.toy_seed",
                                help="Initial weights and training batches follow the seed."))
-    steps = c2.select_slider("training steps", TOY_STEP_CHOICES, value=H.TOY_STEPS, key="heads.toy_steps")
+    steps = c2.select_slider("training steps", TOY_STEP_CHOICES, value=TOY_STEPS, key="heads.toy_steps")
     c3.write("")
     clicked = c3.button("Train the two-head toy", icon=":material/model_training:", key="heads.toy_train",
                         type="primary", width="stretch")
     if clicked:
-        trainer = H.toy_trainer(seed=seed, steps=int(steps))
+        trainer = toy_trainer(seed=seed, steps=int(steps))
         bar = st.progress(0.0, text="training ...")
-        with H.few_threads():
+        with few_threads():
             while not trainer.done:
                 trainer.run(50)
                 last = trainer.history[-1]
@@ -527,7 +531,7 @@ def toy_panel():
                                   f"accuracy {last['accuracy']:.0%}")
         bar.empty()
         st.session_state[TOY_KEY] = {"seed": seed, "steps": int(steps), "history": trainer.history,
-                                     "seconds": trainer.seconds, "report": H.toy_report(trainer.model)}
+                                     "seconds": trainer.seconds, "report": toy_report(trainer.model)}
     done = st.session_state.get(TOY_KEY)
     if done is not None and (done["seed"], done["steps"]) != (seed, int(steps)):
         st.info(f"Showing the toy trained with seed {done['seed']} for {done['steps']} steps; press the button to "
@@ -558,7 +562,7 @@ def toy_panel():
         st.caption("'Everything else' is mostly the query/memory flag, which a head uses to skip other queries.")
     st.markdown("**$W_Q^h W_K^{h\\top}$ of each head on the input features** (framed: the letter × letter and "
                 "digit × digit blocks)")
-    st.plotly_chart(toy_forms_fig(report.qk_forms, H.TOY_FEATURES, report.roles), key="heads.fig_toy_forms",
+    st.plotly_chart(toy_forms_fig(report.qk_forms, TOY_FEATURES, report.roles), key="heads.fig_toy_forms",
                     config=PNG)
     tokens = report.example_tokens
     st.markdown(f"**Both heads on one example:** memory `{' '.join(tokens[:3])}`, queries "
@@ -600,7 +604,7 @@ def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
     visible = np.arange(qpos + 1) if kind.causal else np.arange(len(k_tokens))
     keys = k_all[visible]
     scale = 1.0 / np.sqrt(cfg.d_head) if cfg.score == "scaled_dot" else 1.0
-    res = H.orthogonal_query(q_all[qpos], keys, alpha, scale)
+    res = orthogonal_query(q_all[qpos], keys, alpha, scale)
     if res is None:
         st.warning(f"Query {qpos}:{q_tokens[qpos]} sees {len(visible)} keys and they fill all {cfg.d_head} "
                    f"dimensions, so no direction is orthogonal to all of them. Pick an earlier query"
@@ -614,7 +618,7 @@ def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
     st.markdown(f"**Scores of query {qpos}:`{q_tokens[qpos]}` against the keys it sees** (layer {layer}, head {head})")
     st.plotly_chart(orth_fig([k_tokens[j] for j in visible], res.scores, res.scores_orth, res.scores_rand),
                     key="heads.fig_orth", config=PNG)
-    weights_gap = float(np.abs(H.softmax(res.scores_orth) - H.softmax(res.scores)).max())
+    weights_gap = float(np.abs(softmax(res.scores_orth) - softmax(res.scores)).max())
     if cfg.score == "scaled_dot":
         gap = float(np.abs(model_scores - res.scores).max())
         st.caption(f"The grey bars are the model's own scores for this query (largest difference from our "

@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.analysis import heads as H
+from core.analysis.heads.ablation import ablate_each, kinds_by_key
+from core.analysis.heads.circuits import qk_circuit
+from core.analysis.heads.subspaces import subspace_report
+from core.analysis.heads.toy import ToyReport
 from core.tasks import get_task
 from ui import heads_runs as R
 from ui.memo import freeze
@@ -21,9 +24,9 @@ def model():
 
 
 def test_subspaces_match_the_analysis_and_are_shared_read_only(model):
-    kind = H.kinds_by_key(model)["self"]
+    kind = kinds_by_key(model)["self"]
     rep = R.subspaces(MODEL, "cpu", "self", 1, "W_Q", "min")
-    direct = H.subspace_report(model, kind, 1, "W_Q", "min")
+    direct = subspace_report(model, kind, 1, "W_Q", "min")
     np.testing.assert_array_equal(rep.angles, direct.angles)
     np.testing.assert_array_equal(rep.gram_normalised, direct.gram_normalised)
     assert rep.joint_rank == direct.joint_rank
@@ -37,8 +40,8 @@ def test_subspaces_match_the_analysis_and_are_shared_read_only(model):
 def test_circuits_are_frozen_and_keyed_on_labels(model):
     labels = tuple(get_task(models.get_model(MODEL, "cpu")[1]["task"]).vocab.tokens[:model.cfg.vocab_size])
     qk, ov = R.circuits(MODEL, "cpu", "self", 1, 2, labels, labels, labels)
-    kind = H.kinds_by_key(model)["self"]
-    np.testing.assert_allclose(qk.table, H.qk_circuit(model, kind, 1, 2, labels, labels).table)
+    kind = kinds_by_key(model)["self"]
+    np.testing.assert_allclose(qk.table, qk_circuit(model, kind, 1, 2, labels, labels).table)
     assert ov is not None and not ov.table.flags.writeable and not qk.singular_values.flags.writeable
     assert R.circuits(MODEL, "cpu", "self", 1, 2, labels, labels, labels)[0] is qk
 
@@ -48,7 +51,7 @@ def test_ranking_is_an_immutable_sequence_equal_to_ablate_each(model):
     task = get_task(task_name)
     ranking = R.ranking(MODEL, "cpu", task_name, "zero")
     assert isinstance(ranking, tuple)
-    direct = H.ablate_each(model, task, R.ablation_batch(task, model.cfg.arch), "zero")
+    direct = ablate_each(model, task, R.ablation_batch(task, model.cfg.arch), "zero")
     assert [(r["layer"], r["index"], r["loss"]) for r in ranking] == [(r["layer"], r["index"], r["loss"])
                                                                        for r in direct]
     base = R.ablation(MODEL, "cpu", task_name, (), "zero")
@@ -56,7 +59,7 @@ def test_ranking_is_an_immutable_sequence_equal_to_ablate_each(model):
 
 
 def test_freeze_reaches_into_dataclasses_lists_and_dicts():
-    report = H.ToyReport(accuracy=0.5, letter_attention=np.zeros(2), digit_attention=np.zeros(2),
+    report = ToyReport(accuracy=0.5, letter_attention=np.zeros(2), digit_attention=np.zeros(2),
                          block_share=np.zeros((2, 3)), qk_forms=np.zeros((2, 10, 10)), example_tokens=["a1"],
                          example_pattern=np.zeros((2, 6, 6)))
     nested = {"a": [report, np.ones(3)]}

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.tasks import IGNORE, TASKS, Batch, Vocab, get_task
+from core.tasks import IGNORE, TASKS, Batch, TwoLookupTask, Vocab, get_task
 
 REQUIRED = ("copy", "reverse", "sort", "induction", "agreement", "brackets", "future-legality")
 CASES = [(name, arch) for name, task in TASKS.items() for arch in task.archs]
@@ -381,3 +381,18 @@ def test_scored_for_speaks_of_one_architecture():
     assert "<sep>" in reverse.scored_for("decoder") and "<sep>" not in reverse.scored_for("encoder-decoder")
     assert reverse.scored_for("encoder").startswith("Position i")
     assert get_task("induction").scored_for("decoder") == get_task("induction").scored
+
+
+def test_two_lookups_answers_both_lookups_and_stays_off_the_train_menu():
+    assert "two-lookups" not in TASKS  # the Heads page's toy; the Train page offers every task in TASKS
+    task = TwoLookupTask()
+    tokens = ["a3", "c1", "d2", "a1?", "d3?"]
+    labels = task.label(tokens, "decoder")
+    assert task.vocab.decode([labels[3]]) == ["c3"]  # digit 1 belongs to c, letter a holds 3
+    assert task.vocab.decode([labels[4]]) == ["a2"]
+    batch = task.batch(64, "decoder", seed=0)
+    for row, target, meta in zip(batch.tokens, batch.targets, batch.meta):
+        toks = task.vocab.decode(row)
+        assert task.label(toks, "decoder") == target.tolist()
+        for l, d in meta["queries"]:  # letter and digit from two different memory items
+            assert (l, d) not in meta["memory"]
