@@ -3,8 +3,9 @@
 Every widget change reruns the whole page, so anything the page computes is looked up here through
 process-wide memos (ui.memo: shared by every session, numpy results frozen read-only). Arguments
 are plain numbers and strings; model-dependent results are keyed by model id and device, and the
-model is re-got inside (as ui.runs does), never passed in. Slow computations show their spinner
-inside the memoised function, so it appears only when the work is actually done. Tables are handed to
+model is re-got inside (as ui.runs does), never passed in. The slow ones (`swap_accuracy`, `curves`)
+show no spinner here: the view shows one around the call when `.has(...)` says the work is not stored
+yet. The tables' rows come from core.analysis.positions; they are handed to
 st.dataframe as pyarrow tables made once with pa.Table.from_pandas, which is what st.dataframe
 would otherwise do to the same pandas frame on every rerun (same bytes sent; tables are immutable).
 """
@@ -14,22 +15,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import streamlit as st
 import torch
 
 from core import positional
 from core.analysis import positions as P
 from core.figures import positions as F
 from core.figures.heatmaps import attention_heatmap
-from core.tasks import IGNORE, get_task
-from ui import models
+from core.tasks import get_task
+from ui import models, runs
 from ui.figures import cached
 from ui.memo import freeze, memo
+from ui.sidebar import Selection
 
 ROPE_D_HEAD = 16  # the bundled models' head width: 8 rotated pairs
 ROPE_VECTOR_SEED = 7  # the page's one random query and key
-SCHEME_TEXT = {"none": "none (no positions)", "sinusoidal": "sinusoidal (added table)",
-               "learned": "learned (its own table)", "rope": "RoPE (rotated q and k)"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,67 +157,46 @@ def order(model_id: str, device: str, a: tuple, b: tuple, scheme: str) -> tuple:
 
 @memo(maxsize=64)
 def order_answers(model_id: str, device: str, a: tuple, b: tuple, schemes: tuple) -> pa.Table:
-    """What the model answers for A and B under each scheme, next to the right answers."""
-    answer_rows = []
-    for scheme in schemes:
-        _, ra, rb = order(model_id, device, a, b, scheme)
-        for label, rows in (("A", ra), ("B", rb)):
-            for r in rows:
-                answer_rows.append({"run with": SCHEME_TEXT[scheme], "input": label, "position": r["position"],
-                                    "token": r["token"], "model says": r["predicted"],
-                                    "right answer": r["right answer"] or "(no rule for this order)",
-                                    "correct": {True: "yes", False: "NO", None: "-"}[r["correct"]]})
-    return pa.Table.from_pandas(pd.DataFrame(answer_rows))
+    """What the model answers for A and B under each scheme, next to the right answers (P.answer_rows)."""
+    rows = P.answer_rows([(scheme, *order(model_id, device, a, b, scheme)[1:]) for scheme in schemes])
+    return pa.Table.from_pandas(pd.DataFrame(rows))
 
 
-def scored_positions(targets: list | None, logits: np.ndarray) -> tuple[int, int]:
-    """(right, scored): how many of the input's scored positions the model's top token gets right."""
-    if targets is None:
-        return 0, 0
-    top = np.asarray(logits)[0].argmax(-1)  # [pos]
-    scored = [p for p, t in enumerate(targets) if t != IGNORE and p < top.shape[0]]
-    return sum(int(top[p]) == targets[p] for p in scored), len(scored)
+def swap_run(sel: Selection, name: str, scheme: str) -> dict[str, np.ndarray]:
+    """Logits and one attention pattern of the sidebar's input with the model run under `scheme`
+    (ui.runs' shared memo; a ValueError when the model cannot run with it)."""
+    return runs.run(sel, [name], pos=scheme)
 
 
 @memo(maxsize=64)
 def swap_accuracy(model_id: str, device: str, scheme: str, n: int) -> float:
     """The model's task accuracy on n fresh samples under a positional scheme."""
-    with st.spinner("Scoring on fresh task samples ..."):
-        model, meta = models.get_model(model_id, device)
-        return P.scheme_accuracy(model, get_task(meta["task"]), scheme, n_samples=n)
+    model, meta = models.get_model(model_id, device)
+    return P.scheme_accuracy(model, get_task(meta["task"]), scheme, n_samples=n)
 
 
 @memo(maxsize=8)
 def curves(model_ids: tuple, device: str, lengths: tuple, n: int) -> dict:
     """{scheme: [{length, positions, accuracy, error}]} via core.train.evaluate, n samples a point."""
-    with st.spinner("Evaluating the four induction models at every length ..."):
-        out = {}
-        for scheme, model_id in model_ids:
-            model, meta = models.get_model(model_id, device)
-            points = P.extrapolation_curve(model, get_task(meta["task"]), lengths, n_samples=n)
-            out[scheme] = [vars(p) for p in points]
-        return out
+    out = {}
+    for scheme, model_id in model_ids:
+        model, meta = models.get_model(model_id, device)
+        points = P.extrapolation_curve(model, get_task(meta["task"]), lengths, n_samples=n)
+        out[scheme] = [vars(p) for p in points]
+    return out
 
 
 @memo(maxsize=8)
 def curve_points(model_ids: tuple, device: str, lengths: tuple, n: int) -> dict:
     """{scheme: ([positions], [accuracy or None])}: the curves as the extrapolation chart takes them."""
-    return {s: ([p["positions"] for p in pts], [p["accuracy"] for p in pts])
-            for s, pts in curves(model_ids, device, lengths, n).items()}
+    return P.curve_series(curves(model_ids, device, lengths, n))
 
 
 @memo(maxsize=64)
 def length_view(model_ids: tuple, device: str, lengths: tuple, n: int, length: int) -> tuple[pa.Table, list]:
     """At one content length: (a table of each scheme's accuracy, or 'refused'; [(model id, positions,
     error)] for each model that refused). Shared: never change the list."""
-    ids = dict(model_ids)
-    rows, refusals = [], []
-    for scheme, pts in curves(model_ids, device, lengths, n).items():
-        point = next(p for p in pts if p["length"] == length)
-        rows.append({"scheme": SCHEME_TEXT[scheme],
-                     "accuracy": "refused" if point["accuracy"] is None else f"{point['accuracy']:.1%}"})
-        if point["error"]:
-            refusals.append((ids[scheme], point["positions"], point["error"]))
+    rows, refusals = P.length_rows(curves(model_ids, device, lengths, n), dict(model_ids), length)
     return pa.Table.from_pandas(pd.DataFrame(rows)), refusals
 
 

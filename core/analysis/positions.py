@@ -294,6 +294,42 @@ def answers(model: Transformer, task: Task, tokens: Sequence[str], pos: str,
 # Live swap and extrapolation: accuracy on fresh task samples
 
 
+def swap_schemes(native: str, d_head: int) -> list[str]:
+    """The schemes a model trained with `native` can be run with: a learned table only if it has its
+    own, RoPE only with an even head width (it turns pairs of dimensions)."""
+    return [s for s in positional.SCHEMES
+            if (s != "learned" or native == "learned") and (s != "rope" or d_head % 2 == 0)]
+
+
+SCHEME_TEXT = {"none": "none (no positions)", "sinusoidal": "sinusoidal (added table)",
+               "learned": "learned (its own table)", "rope": "RoPE (rotated q and k)"}  # how tables name a scheme
+
+
+def answer_rows(runs: Sequence[tuple[str, list[dict], list[dict]]]) -> list[dict]:
+    """The order panel's table: one row per answer of input A, then B, for each (scheme, answers of A,
+    answers of B) in `runs` (answers as `answers` returns them)."""
+    rows = []
+    for scheme, rows_a, rows_b in runs:
+        for label, answered in (("A", rows_a), ("B", rows_b)):
+            for r in answered:
+                rows.append({"run with": SCHEME_TEXT[scheme], "input": label, "position": r["position"],
+                             "token": r["token"], "model says": r["predicted"],
+                             "right answer": r["right answer"] or "(no rule for this order)",
+                             "correct": {True: "yes", False: "NO", None: "-"}[r["correct"]]})
+    return rows
+
+
+def scored_positions(targets: Optional[Sequence[int]], logits: np.ndarray) -> tuple[int, int]:
+    """(right, scored): how many of an input's scored positions the model's top token gets right.
+
+    `targets` holds one id per position (IGNORE where nothing is scored), `logits` is `[1 pos vocab]`."""
+    if targets is None:
+        return 0, 0
+    top = np.asarray(logits)[0].argmax(-1)  # [pos]
+    scored = [p for p, t in enumerate(targets) if t != IGNORE and p < top.shape[0]]
+    return sum(int(top[p]) == targets[p] for p in scored), len(scored)
+
+
 @torch.no_grad()
 def scheme_accuracy(model: Transformer, task: Task, pos: str, n_samples: int = 128, seed: int = 4321,
                     length: Optional[int] = None) -> float:
@@ -334,3 +370,21 @@ def extrapolation_curve(model: Transformer, task: Task, lengths: Sequence[int], 
         except ValueError as exc:
             points.append(CurvePoint(int(length), int(width), None, str(exc)))
     return points
+
+
+def curve_series(curves: dict[str, list[dict]]) -> dict[str, tuple[list[int], list[Optional[float]]]]:
+    """{scheme: ([positions], [accuracy or None])}: curves of CurvePoint fields (as dicts) as a chart takes them."""
+    return {s: ([p["positions"] for p in pts], [p["accuracy"] for p in pts]) for s, pts in curves.items()}
+
+
+def length_rows(curves: dict[str, list[dict]], model_ids: dict[str, str], length: int) -> tuple[list[dict], list]:
+    """At one content length: (one row per scheme with its accuracy as text, or 'refused'; [(model id,
+    positions, error)] for each model that refused). `curves` holds CurvePoint fields as dicts."""
+    rows, refusals = [], []
+    for scheme, pts in curves.items():
+        point = next(p for p in pts if p["length"] == length)
+        rows.append({"scheme": SCHEME_TEXT[scheme],
+                     "accuracy": "refused" if point["accuracy"] is None else f"{point['accuracy']:.1%}"})
+        if point["error"]:
+            refusals.append((model_ids[scheme], point["positions"], point["error"]))
+    return rows, refusals

@@ -144,3 +144,17 @@ def test_extrapolation_runs_on_request_and_the_learned_model_refuses_politely():
     at.select_slider(key="positions.ext").set_value(10).run()
     assert_ok(at)
     assert not at.error
+
+
+@pytest.mark.parametrize("query", [{"model": "induction-rope", "input": "<bos>"},
+                                   {"model": "reverse-encdec", "input": "1"}])
+def test_a_one_token_input_renders_every_panel(query):
+    at = page_at(PAGE, query)
+    assert_ok(at)
+    assert len([h for h in at.header if h.value[:2] in {f"{i}." for i in range(1, 8)}]) == 7
+    assert z(at, "positions.fig_swap_0").shape == (1, 1)  # one query, one key
+    assert z(at, "positions.fig_swap_1").shape == (1, 1)
+    if query["model"] == "induction-rope":  # <bos> alone scores nothing (reverse-encdec scores its output)
+        assert not [c for c in at.caption if "scored positions right" in c.value]
+    at.slider(key="positions.layer").set_value(1).run()
+    assert_ok(at)

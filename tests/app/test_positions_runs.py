@@ -64,7 +64,7 @@ def test_order_answers_lists_each_scheme_and_input():
     assert list(table.columns) == ["run with", "input", "position", "token", "model says", "right answer", "correct"]
     for scheme in ("none", "sinusoidal"):
         _, ra, rb = R.order("agreement-encoder", "cpu", a, b, scheme)
-        rows = table[table["run with"] == R.SCHEME_TEXT[scheme]]
+        rows = table[table["run with"] == P.SCHEME_TEXT[scheme]]
         assert list(rows["input"]) == ["A"] * len(ra) + ["B"] * len(rb)
         assert list(rows["model says"]) == [r["predicted"] for r in ra + rb]
 
@@ -81,16 +81,16 @@ def test_scored_positions_counts_like_the_prediction_table():
         with torch.no_grad():
             logits = model(ids, pos=pos).numpy()
         rows = prediction_table(sel, logits)
-        assert R.scored_positions(sel.targets, logits) == (
+        assert P.scored_positions(sel.targets, logits) == (
             sum(r["correct"] for r in rows), len(rows))
-    assert R.scored_positions(None, logits) == (0, 0)
+    assert P.scored_positions(None, logits) == (0, 0)
 
 
 @needs_models
 def test_length_view_reports_a_refusal_as_text_and_an_error():
     ids = (("learned", "induction-learned"),)
     table, refusals = R.length_view(ids, "cpu", (4, 20), 8, 20)
-    assert table.to_pandas().equals(pd.DataFrame([{"scheme": R.SCHEME_TEXT["learned"], "accuracy": "refused"}]))
+    assert table.to_pandas().equals(pd.DataFrame([{"scheme": P.SCHEME_TEXT["learned"], "accuracy": "refused"}]))
     assert len(refusals) == 1 and refusals[0][:2] == ("induction-learned", 41)
     table, refusals = R.length_view(ids, "cpu", (4, 20), 8, 4)
     assert table.to_pandas()["accuracy"][0].endswith("%") and not refusals

@@ -240,6 +240,46 @@ def test_sinusoidal_extrapolates_and_learned_refuses_with_a_clear_message():
         learned(torch.ones(1, 22, dtype=torch.long))
 
 
+def test_swap_schemes_offer_learned_only_with_a_table_and_rope_only_with_even_heads():
+    assert P.swap_schemes("sinusoidal", 16) == ["none", "sinusoidal", "rope"]
+    assert P.swap_schemes("learned", 16) == ["none", "sinusoidal", "learned", "rope"]
+    assert P.swap_schemes("none", 5) == ["none", "sinusoidal"]
+
+
+def test_scored_positions_counts_right_top_tokens_at_scored_places_only():
+    from core.tasks import IGNORE
+    logits = np.zeros((1, 4, 3))
+    logits[0, [0, 1, 2, 3], [2, 1, 0, 1]] = 1.0  # top tokens 2, 1, 0, 1
+    assert P.scored_positions([IGNORE, 1, 2, 1], logits) == (2, 3)  # position 2 wrong, position 0 unscored
+    assert P.scored_positions([IGNORE], logits[:, :1]) == (0, 0)  # a one-token input scores nothing
+    assert P.scored_positions(None, logits) == (0, 0)
+
+
+def test_answer_rows_list_a_then_b_for_each_scheme():
+    a = [{"position": 5, "token": "<mask>", "predicted": "is", "right answer": "is", "correct": True}]
+    b = [{"position": 5, "token": "<mask>", "predicted": "is", "right answer": None, "correct": None}]
+    rows = P.answer_rows([("none", a, b), ("rope", b, a)])
+    assert [(r["run with"], r["input"]) for r in rows] == [
+        ("none (no positions)", "A"), ("none (no positions)", "B"),
+        ("RoPE (rotated q and k)", "A"), ("RoPE (rotated q and k)", "B")]
+    assert rows[0]["correct"] == "yes" and rows[1]["correct"] == "-"
+    assert rows[1]["right answer"] == "(no rule for this order)"
+
+
+def test_length_rows_and_series_report_refusals_as_text_and_none():
+    curves = {"sinusoidal": [{"length": 4, "positions": 9, "accuracy": 0.5, "error": None},
+                             {"length": 20, "positions": 41, "accuracy": 0.25, "error": None}],
+              "learned": [{"length": 4, "positions": 9, "accuracy": 1.0, "error": None},
+                          {"length": 20, "positions": 41, "accuracy": None, "error": "too long"}]}
+    ids = {"sinusoidal": "induction-sinusoidal", "learned": "induction-learned"}
+    rows, refusals = P.length_rows(curves, ids, 20)
+    assert rows == [{"scheme": "sinusoidal (added table)", "accuracy": "25.0%"},
+                    {"scheme": "learned (its own table)", "accuracy": "refused"}]
+    assert refusals == [("induction-learned", 41, "too long")]
+    assert P.length_rows(curves, ids, 4)[1] == []
+    assert P.curve_series(curves) == {"sinusoidal": ([9, 41], [0.5, 0.25]), "learned": ([9, 41], [1.0, None])}
+
+
 # ---- figures ---------------------------------------------------------------------------------------
 
 

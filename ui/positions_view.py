@@ -1,0 +1,654 @@
+"""The Positions page's panels, in reading order: the encodings, relative position in the sinusoidal
+table, RoPE, translation invariance, order blindness without positions, a live scheme swap on the
+sidebar's model, and extrapolation. pages/positions.py calls them one after another.
+
+Kept in a module (not the page file) so it is compiled once per process. Every control is a URL
+parameter of the `URL` table below; cached work comes from ui.positions_runs, numbers from
+core.analysis.positions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import streamlit as st
+
+from core import positional
+from core.analysis import positions as P
+from core.figures import positions as F
+from core.model import Transformer
+from core.tasks import get_task
+from ui import models, query
+from ui import positions_runs as R
+from ui.page import try_this
+from ui.params import Choice, Float, Int, Params
+from ui.sidebar import Selection
+
+MAX_N = 256  # longest table / Gram matrix drawn (a 256 x 256 heatmap is still quick to send)
+MAX_D = 256
+BASES = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 1000000)
+ROPE_D_HEAD = R.ROPE_D_HEAD  # the bundled models' head width: 8 rotated pairs
+ROPE_MAX_POS = 64
+ROPE_GRID = 48  # the q.k grid shows positions 0..47
+SHIFT_KS = (1, 2, 5, 10, 50, 200)
+EXT_LENGTHS = (4, 7, 10, 14, 20, 28, 40, 52)  # induction content lengths; rows are 2L+1 tokens
+EXT_READY = "positions.ext_ready"  # the student asked for the extrapolation run (kept across reruns)
+EXT_SAMPLES = 128
+INDUCTION_IDS = {"none": "induction-none", "sinusoidal": "induction-sinusoidal",
+                 "learned": "induction-learned", "rope": "induction-rope"}
+SCHEME_TEXT = P.SCHEME_TEXT
+
+# "dog bites man" pairs from bundled tasks: the same tokens in two orders, different right answers.
+ORDER_PAIRS = {
+    "agreement": ("agreement-encoder", "the dog near the cats <mask> loud", "the cats near the dog <mask> loud",
+                  "Who is the subject? Same seven words; the verb must be 'is' for the dog and 'are' for the cats."),
+    "brackets": ("brackets-encoder", "<cls> ( [ ] ) [ ( ) ]", "<cls> ( [ ) ] [ ( ] )",
+                 "Same brackets, swapped order: the first string is balanced, the second is not."),
+    "reverse": ("reverse-encdec", "1 2 3 4 5 6 7 8", "8 7 6 5 4 3 2 1",
+                "Reverse the digits: the two sources hold the same digits, so the right outputs are mirror images."),
+}
+
+# Every URL parameter of the page, once, in the order the page reads them. Session keys that predate
+# the table keep their names (key=). Ranges that depend on the model (layer, head) or on what is
+# installed (order, swap) are given when the widget is drawn.
+URL = Params(
+    "positions",
+    Int("pe_n", 64, lo=8, hi=MAX_N, key="positions.n"),
+    Int("pe_d", 64, lo=4, hi=MAX_D, step=2, key="positions.d"),
+    Float("base", 10000, lo=2, hi=1e6, stops=BASES, log=True),
+    Choice("gram", "sinusoidal", choices=("sinusoidal", "learned"), key="positions.gram_of"),
+    Int("k", 3, lo=-100, hi=100),
+    Float("rope_base", 10000, lo=2, hi=1e6, stops=BASES, log=True),
+    Int("pair", 0, lo=0, hi=ROPE_D_HEAD // 2 - 1),
+    Int("m", 9, lo=0, hi=ROPE_MAX_POS - 1),
+    Int("n", 4, lo=0, hi=ROPE_MAX_POS - 1, key="positions.n_rope"),
+    Int("s", 100, lo=-1000, hi=1000),
+    Int("t1", 7, lo=0, hi=5000), Int("t2", 107, lo=0, hi=5000),
+    Int("window", 6, lo=1, hi=16),
+    Choice("neigh", "sinusoidal", choices=P.NEIGHBOUR_SCHEMES),
+    Choice("order", "agreement", choices=tuple(ORDER_PAIRS)),
+    Choice("order_pos", "none", choices=("none", "own"), key="positions.order_scheme"),
+    Choice("order_b", "pair", choices=("pair", "shuffle")),
+    Int("shuffle", 1, lo=0, hi=9999, key="positions.shuffle_seed"),
+    Choice("swap", "none", choices=positional.SCHEMES),  # narrowed to what the model can run with
+    Int("layer", 0, lo=0, hi=0), Int("head", 0, lo=0, hi=0),
+    Float("ext", 20, lo=2, hi=52, stops=EXT_LENGTHS),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# What is installed, and reading the URL before the header
+# ---------------------------------------------------------------------------------------------
+
+
+def bundled_ids() -> set[str]:
+    """Ids of the models in the bundled manifest (panels that need one check it is there)."""
+    return {e["id"] for e in models.manifest()}
+
+
+def order_names() -> tuple[str, ...]:
+    """The order pairs whose model is installed."""
+    bundled = bundled_ids()
+    return tuple(k for k, v in ORDER_PAIRS.items() if v[0] in bundled)
+
+
+def swap_choices(sel: Selection) -> tuple[tuple[str, ...], str]:
+    """(schemes the sidebar's model can run with, the one offered first: none, or sinusoidal for a model
+    trained without positions)."""
+    native = sel.model.cfg.pos
+    return tuple(P.swap_schemes(native, sel.model.cfg.d_head)), "none" if native != "none" else "sinusoidal"
+
+
+def seed_url(sel: Selection) -> None:
+    """Read every URL parameter of this page before anything is drawn, so problems are reported at the top.
+
+    Each widget seeds itself again when it is made (a no-op once seeded); this only moves the first
+    reading, and its notes, before the page header. A shared link with ext= opens the extrapolation
+    curves (its run is otherwise started by a button).
+    """
+    for param in (URL.pe_n, URL.pe_d, URL.base, URL.gram, URL.k, URL.rope_base, URL.pair, URL.m, URL.n, URL.s,
+                  URL.t1, URL.t2, URL.window, URL.neigh):
+        param.seed()
+    names = order_names()
+    if names:
+        URL.order.seed(choices=names)
+    for param in (URL.order_pos, URL.order_b, URL.shuffle):
+        param.seed()
+    swaps, default_swap = swap_choices(sel)
+    URL.swap.seed(choices=swaps, default=default_swap)
+    URL.layer.seed(hi=sel.model.cfg.n_layers - 1)
+    URL.head.seed(hi=sel.model.cfg.n_heads - 1)
+    if st.session_state.get(EXT_READY) is None:  # not `in`: that copies the whole session state
+        st.session_state[EXT_READY] = query.parse_text(URL.ext.name) is not None
+    URL.ext.seed()
+
+
+def base_text(b: float) -> str:
+    """A base with thousands separators, as the sliders show it."""
+    return f"{b:,}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. The encodings
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What section 1 chose, which sections 2 and 4 reuse: the sinusoidal table's size and base, and the
+    learned table shown next to it (None when no model with one is installed)."""
+
+    n: int
+    d: int
+    base: float
+    learned_id: str
+    learned: Optional[np.ndarray]
+
+
+def learned_source(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
+    """(model id, its learned position table): the sidebar's model if it has one, else induction-learned."""
+    own = sel.model.cfg.pos == "learned" and not sel.model.is_encoder_decoder
+    learned_id = sel.model_id if own else INDUCTION_IDS["learned"]
+    if own or learned_id in bundled_ids():
+        return learned_id, R.learned_table(learned_id, sel.device)
+    return learned_id, None
+
+
+def encodings_panel(sel: Selection) -> Tables:
+    """The sinusoidal table with its n, d and base, the learned table beside it, and each pair's wavelength."""
+    st.header("1. What the encodings look like")
+    st.markdown(
+        "The sinusoidal table gives position *p* one row of *d* numbers. Dimensions come in pairs: "
+        "pair *i* is a sine and a cosine that turn at their own speed ω_i. The first pairs turn fast, "
+        "once every 6 or so positions; the last pairs turn so slowly that they barely move over the whole "
+        "input. Read across a row and you get a fingerprint of the position, like the hands of a clock "
+        "running at many speeds at once. A learned table is just a trained matrix with one row per "
+        "position, so it holds nothing for a position it was never given."
+    )
+    st.latex(r"PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right),\quad PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right),"
+             r"\quad \omega_i = b^{-2i/d},\quad \lambda_i = 2\pi\, b^{2i/d}")
+    c1, c2, c3 = st.columns(3)
+    n = URL.pe_n.widget(c1.slider, "Sequence length n", help=f"Capped at {MAX_N} positions.")
+    d = URL.pe_d.widget(c2.slider, "Model width d (even)", step=2)
+    base = URL.base.widget(c3.select_slider, "Base b", format_func=base_text)
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(R.encoding_figure(R.sinusoidal_table(n, d, base),
+                                          f"Sinusoidal table (n = {n}, d = {d}, b = {base:,})"),
+                        key="positions.fig_table")
+    learned_id, learned = learned_source(sel)
+    with right:
+        learned_table_view(learned_id, learned)
+    st.plotly_chart(R.wavelength_figure(R.wavelengths(d, base), n,
+                                        "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths")
+    try_this(
+        "Set the base to 10: the slowest pair now repeats after about 60 positions, so with n = 256 rows far "
+        "apart share fingerprints (look for repeating bands on the right of the table).",
+        "Drop d to 8: only four pairs are left, and the table on the left becomes four sets of stripes.",
+        "Compare the learned table with the sinusoidal one: does the learned one have any smooth structure?",
+    )
+    return Tables(n, d, base, learned_id, learned)
+
+
+def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
+    """The learned position table as a heatmap in its own colour range, or a note that none is installed."""
+    if learned is None:
+        st.info("No model with a learned position table is installed (induction-learned is missing).")
+        return
+    st.plotly_chart(R.encoding_figure(learned, f"Learned table of {learned_id} "
+                                               f"({learned.shape[0]} x {learned.shape[1]})", zmax=None),
+                    key="positions.fig_learned")
+    st.caption(f"Trained, not designed: whatever pattern it has was learned from the task, and there is no "
+               f"row at all for position {learned.shape[0]} or beyond. The colour range is this table's own "
+               f"largest value.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Relative position in the sinusoidal table
+# ---------------------------------------------------------------------------------------------
+
+
+def relative_panel(sel: Selection, t: Tables) -> None:
+    """Why only t − u matters: the Gram matrix and its diagonals, then the shift map M_k."""
+    st.header("2. Relative position: only the offset t − u matters")
+    st.markdown(
+        "Take the dot product of two rows of the table. Each pair contributes "
+        "sin·sin + cos·cos, which is the cosine of the difference of the angles, so the whole product is a "
+        "sum of cosines of ω_i (t − u): the absolute positions drop out. The Gram matrix PE·PEᵀ is "
+        "therefore constant along every diagonal. A second fact makes offsets easy to learn: moving every "
+        "row by k positions is one fixed linear map M_k (a rotation inside each pair), the same for all p."
+    )
+    st.latex(r"PE_t\cdot PE_u = \sum_i \cos\big(\omega_i (t-u)\big)")
+    st.latex(r"PE_{p+k} = M_k\, PE_p,\qquad "
+             r"M_k = \mathrm{diag}_i\begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}")
+    gram_panel(sel, t)
+    shift_panel(t)
+    try_this(
+        "Switch the Gram matrix to the learned table: the diagonals are no longer constant (watch the spread number).",
+        "Set k to 0: M_0 is the identity. Set k to 1 and hover the first block: cos ω_0 and sin ω_0 with ω_0 = 1.",
+        "Make the base tiny (2): the profile on the right wiggles fast, yet each diagonal is still one number.",
+    )
+
+
+def gram_panel(sel: Selection, t: Tables) -> None:
+    """The Gram matrix of the sinusoidal (or learned) table, and each diagonal against t − u."""
+    labels = {"sinusoidal": f"the sinusoidal table above (n={t.n}, d={t.d})",
+              "learned": f"the learned table of {t.learned_id}"}
+    gram_of = URL.gram.widget(st.radio, "Gram matrix of", horizontal=True, format_func=labels.get,
+                              choices=("sinusoidal", "learned") if t.learned is not None else ("sinusoidal",))
+    gram, profile, closed = (R.sinusoidal_gram(t.n, t.d, t.base) if gram_of == "sinusoidal"
+                             else R.learned_gram(t.learned_id, sel.device))
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(R.gram_figure(gram, "Gram matrix PE · PEᵀ"), key="positions.fig_gram")
+    with right:
+        st.plotly_chart(R.profile_figure(profile["offsets"], profile["mean"], profile["lo"], profile["hi"], closed,
+                                         "Each diagonal against t − u"), key="positions.fig_profile")
+    st.metric("Largest spread inside one diagonal (max − min)", f"{profile['spread']:.2e}",
+              help="Zero (up to rounding) means the Gram matrix depends on t − u only.")
+
+
+def shift_panel(t: Tables) -> None:
+    """M_k for the chosen offset k, and how closely it moves every row of the table by k."""
+    st.subheader("The shift map M_k")
+    k = URL.k.widget(st.slider, "Offset k")
+    m_k, err_k = R.shift_map(k, t.n, t.d, t.base)
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(R.shift_matrix_figure(m_k, f"M_k for k = {k} (d = {t.d})"), key="positions.fig_mk")
+    with right:
+        st.metric(f"max |PE(p+{k}) − M_k PE(p)| over p = 0..{t.n - 1}", f"{err_k:.1e}")
+        st.dataframe(R.shift_table(tuple(sorted(set(SHIFT_KS) | {k})), t.n, t.d, t.base),
+                     hide_index=True, key="positions.mk_table")
+        st.caption("Computed in float64. The error is rounding only: the same matrix works for every position.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. RoPE
+# ---------------------------------------------------------------------------------------------
+
+
+def rope_panel() -> float:
+    """One query and one key turned pair by pair; then q·k under a common shift. Returns the RoPE base."""
+    st.header("3. RoPE: turn q and k instead of adding a table")
+    st.markdown(
+        "Rotary embeddings leave the residual stream alone. Inside attention, each pair of a query's "
+        "dimensions is turned by the angle m·θ_i at position m, and each key pair by n·θ_i at position n. "
+        "A dot product only sees the angle between two arrows, and that angle is (m − n)·θ_i plus whatever "
+        "angle the unrotated pair had. So q·k depends on the offset m − n, not on m and n themselves. Below, "
+        f"one random query and one random key (d_head = {ROPE_D_HEAD}, as in the bundled models) are placed at "
+        "positions of your choice."
+    )
+    st.latex(r"R(m\theta_i) = \begin{pmatrix}\cos m\theta_i & -\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix},"
+             r"\quad \theta_i = b^{-2i/d_{head}},\qquad (R_m q)\cdot(R_n k) = q^\top R_{n-m}\,k")
+    c1, c2, c3, c4 = st.columns(4)
+    rope_base = URL.rope_base.widget(c1.select_slider, "RoPE base b", format_func=base_text)
+    pair = URL.pair.widget(c2.slider, "Dimension pair i")
+    m_pos = URL.m.widget(c3.slider, "Query position m")
+    n_pos = URL.n.widget(c4.slider, "Key position n")
+    rope_plane(rope_base, pair, m_pos, n_pos)
+    rope_shift_panel(rope_base, m_pos, n_pos)
+    try_this(
+        "Pick pair 0 and step m by one: the query arrow turns by a full radian each step. Pick pair 7: it barely moves.",
+        "Set m = n: whatever the shift, q·k is the same number (the arrows keep their starting angle).",
+        "Lower the RoPE base to 10: the slow pairs speed up and the stripes in the grid get narrower.",
+    )
+    return rope_base
+
+
+def rope_plane(rope_base: float, pair: int, m_pos: int, n_pos: int) -> None:
+    """Where one pair of q and of k lands at every position, with the chosen m and n marked."""
+    theta, trail_q, trail_k = R.rope_pair(rope_base, pair, ROPE_MAX_POS)  # trails: [pos 2]
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(R.rope_plane_figure(trail_q, trail_k, list(range(ROPE_MAX_POS)), m_pos, n_pos,
+                                            f"Pair {pair}: θ = {theta:.4f} rad per position "
+                                            f"(a full turn every {2 * math.pi / theta:,.1f} positions)"),
+                        key="positions.fig_rope_plane")
+    with right:
+        part = float(trail_q[m_pos] @ trail_k[n_pos])
+        st.metric(f"Pair {pair}'s share of q·k", f"{part:.4f}",
+                  help=f"At (m, n) = ({m_pos}, {n_pos}): the cosine of the angle between the arrows.")
+        st.markdown(f"The angle between the two arrows is (m − n)·θ = {(m_pos - n_pos) * theta:.3f} rad plus the "
+                    f"angle the pair started with. Move m and n by the same amount: both arrows turn together.")
+
+
+def rope_shift_panel(rope_base: float, m_pos: int, n_pos: int) -> None:
+    """q·k before and after shifting both positions by s, and the q·k grid over (m, n)."""
+    st.subheader("Shift both positions: q·k stays put")
+    s = URL.s.widget(st.slider, "Shift s (added to m and n)")
+    if m_pos + s < 0 or n_pos + s < 0:
+        st.warning(f"m + s and n + s must not be negative (positions start at 0); using s = {-min(m_pos, n_pos)}.")
+        s = -min(m_pos, n_pos)
+    before, after = R.rope_shift_check(m_pos, n_pos, s, rope_base)
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"q·k with q at {m_pos}, k at {n_pos}", f"{before:.6f}")
+    c2.metric(f"q·k with q at {m_pos + s}, k at {n_pos + s}", f"{after:.6f}")
+    c3.metric("Difference", f"{abs(after - before):.1e}")
+    grid = np.arange(0, ROPE_GRID)
+    marks = [(a, b) for a, b in ((m_pos, n_pos), (m_pos + s, n_pos + s)) if a in grid and b in grid]
+    st.plotly_chart(R.rope_score_figure(R.rope_grid(len(grid), rope_base), list(grid), marks,
+                                        "q·k for the same q and k at every (m, n): stripes along the diagonals"),
+                    key="positions.fig_rope_grid")
+    if len(marks) < 2:
+        st.caption(f"The shifted cell ({m_pos + s}, {n_pos + s}) lies outside this {ROPE_GRID} x {ROPE_GRID} "
+                   "window; the stripes carry on forever, which is why the two numbers above agree.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Translation invariance
+# ---------------------------------------------------------------------------------------------
+
+
+def neighbour_positions(window: int, t1: int, t2: int) -> tuple[int, int]:
+    """The two query positions, moved up to `window` (with a warning) when the window would reach below 0."""
+    moved = [f"{t}" for t in (t1, t2) if t < window]
+    if moved:
+        st.warning(f"A window of {window} needs the query at position {window} or later (there are no negative "
+                   f"positions); moved {', '.join(moved)} to {window}.")
+    return max(t1, window), max(t2, window)
+
+
+def neighbour_panel(t: Tables, rope_base: float) -> None:
+    """Attention built from positions alone around two query positions: the same pattern at 7 and 107."""
+    st.header("4. Translation invariance: position 7 and position 107 see the same neighbourhood")
+    st.markdown(
+        "Build attention from positions alone: the query at t scores its neighbours u = t − w .. t + w and a "
+        "softmax turns the scores into weights. With the raw sinusoidal table (q = PE_t, k = PE_u) or with "
+        "RoPE, the score depends on u − t only, so the pattern around position 7 is the pattern around 107. "
+        "A trained layer does not use PE_t raw: it multiplies by W_Q and W_K first. For sinusoids those random "
+        "projections spoil the exact sameness; RoPE keeps it, because it rotates after projecting."
+    )
+    st.latex(r"a_t(u) = \mathrm{softmax}_{u\in[t-w,\,t+w]}\ \frac{q_t\cdot k_u}{\sqrt d}")
+    st.latex(r"q_t\cdot k_u = f(u - t)\ \Rightarrow\ a_7(7+\delta) = a_{107}(107+\delta)")
+    c1, c2, c3, c4 = st.columns(4)
+    window = URL.window.widget(c3.slider, "Window w (neighbours each side)")
+    t1 = URL.t1.widget(c1.number_input, "First query position")
+    t2 = URL.t2.widget(c2.number_input, "Second query position")
+    neigh = URL.neigh.widget(c4.radio, "Scores from")
+    t1, t2 = neighbour_positions(window, t1, t2)
+    d, base = (t.d, t.base) if neigh != "rope" else (ROPE_D_HEAD, rope_base)
+    offsets, w1 = R.neighbour_attention(neigh, int(t1), window, d, base)
+    _, w2 = R.neighbour_attention(neigh, int(t2), window, d, base)
+    left, right = st.columns([3, 1])
+    with left:
+        st.plotly_chart(R.neighbour_figure(offsets, w1, w2, f"query at {t1}", f"query at {t2}",
+                                           f"{neigh}: attention over neighbours (d = {d}, b = {base:,})"),
+                        key="positions.fig_neigh")
+    with right:
+        st.metric("Max difference", f"{np.abs(w1 - w2).max():.1e}", help="Largest gap between the two attention patterns.")
+        st.caption("Sinusoidal uses the d and base of section 1; RoPE those of section 3.")
+    try_this(
+        "Choose 'sinusoidal + projections': the two bar sets now differ. Then choose 'rope': identical again.",
+        "Move the second query to 4000: the raw sinusoidal and RoPE patterns still match to rounding.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Order blindness
+# ---------------------------------------------------------------------------------------------
+
+
+def order_panel(sel: Selection) -> None:
+    """An encoder run on one input in two orders: with no positions, B's rows are A's rows reordered."""
+    st.header("5. Without positions, order is invisible")
+    st.markdown(
+        "Run a bidirectional encoder with `pos=\"none\"`. Reorder its input and every token gets exactly the "
+        "output row it had before, only in its new place: attention is **permutation equivariant**. Average "
+        "the rows (mean pooling, as a sentence classifier might) and the two orders give one and the same "
+        "vector: the model is **permutation invariant**, and it cannot answer any question whose answer "
+        "depends on order. Turn the model's own positions back on and the symmetry breaks."
+    )
+    st.latex(r"\mathrm{Enc}(\Pi X) = \Pi\,\mathrm{Enc}(X),\qquad \tfrac1n \mathbf 1^\top \mathrm{Enc}(\Pi X) = "
+             r"\tfrac1n \mathbf 1^\top \mathrm{Enc}(X)")
+    names = order_names()
+    if not names:
+        st.info("The bundled encoder models for this panel (agreement-encoder, brackets-encoder, reverse-encdec) "
+                "are not installed.")
+        URL.clear("order", "order_pos", "order_b", "shuffle")
+    else:
+        order_pair(sel, names)
+    try_this(
+        "Pick the agreement pair with no positions: the model gives the dog and the cats the same verb. "
+        "Switch to its own positions: both right.",
+        "Choose 'a random shuffle' and change the seed: with no positions every row still finds its zero-distance twin.",
+        "Pick the reverse pair: with no positions, the encoder-decoder writes the same digits for both sources.",
+    )
+
+
+@dataclass(frozen=True)
+class OrderPair:
+    """The two inputs of section 5 and how to run them."""
+
+    model_id: str
+    model: Transformer  # the bundled model (shared: never changed)
+    scheme_choice: str  # "none", or "own": the model's own scheme
+    tokens_a: list[str]
+    tokens_b: list[str]  # A in the other order, or shuffled
+    blurb: str
+
+
+def order_inputs(sel: Selection, names: tuple[str, ...]) -> OrderPair:
+    """The pair's controls. B is the pair's other order, or A shuffled (an encoder's leading special
+    token stays first)."""
+    c1, c2, c3 = st.columns([2, 2, 2])
+    order_name = URL.order.widget(c1.selectbox, "Example pair", choices=names,
+                                  format_func=lambda k: f"{k} ({ORDER_PAIRS[k][0]})")
+    scheme_choice = URL.order_pos.widget(c2.radio, "Run it with", horizontal=True,
+                                         format_func=lambda v: "no positions" if v == "none" else "its own positions")
+    b_mode = URL.order_b.widget(c3.radio, "Second input", horizontal=True,
+                                format_func=lambda v: "the pair's other order" if v == "pair" else "a random shuffle")
+    model_id, text_a, text_b, blurb = ORDER_PAIRS[order_name]
+    model, _ = models.get_model(model_id, sel.device)
+    tokens_a = text_a.split()
+    if b_mode == "shuffle":
+        seed = URL.shuffle.widget(c3.number_input, "Shuffle seed")
+        keep = model.cfg.arch == "encoder" and tokens_a[0].startswith("<")
+        tokens_b = P.shuffled(tokens_a, int(seed), keep_first=keep)
+    else:
+        URL.shuffle.clear()
+        tokens_b = text_b.split()
+    return OrderPair(model_id, model, scheme_choice, tokens_a, tokens_b, blurb)
+
+
+def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
+    """The two inputs, what the model answers for each, and the equivariance check under one scheme."""
+    pair = order_inputs(sel, names)
+    model_id, model, tokens_a, tokens_b = pair.model_id, pair.model, pair.tokens_a, pair.tokens_b
+    own = model.cfg.pos
+    st.markdown(f"{pair.blurb}  \n**A:** `{' '.join(tokens_a)}`  \n**B:** `{' '.join(tokens_b)}`")
+    st.dataframe(R.order_answers(model_id, sel.device, tuple(tokens_a), tuple(tokens_b),
+                                 tuple(dict.fromkeys(["none", own]))),
+                 hide_index=True, key="positions.order_answers")
+    st.caption("With no positions the model must give A and B the same answer (same row, same prediction), "
+               "so it cannot be right on both. With its own positions it can.")
+    scheme = "none" if pair.scheme_choice == "none" else own
+    check, _, _ = R.order(model_id, sel.device, tuple(tokens_a), tuple(tokens_b), scheme)
+    st.markdown(f"**Below: {model_id} run with {SCHEME_TEXT[scheme]}.**")
+    c1, c2 = st.columns(2)
+    c1.metric("Rows: max |out_B − shuffled out_A|", f"{check.row_error:.1e}",
+              help="0 (up to float32 rounding) means B's output rows are A's rows, reordered.")
+    c2.metric("Mean-pooled: max |pool(A) − pool(B)|", f"{check.pooled_error:.1e}",
+              help="0 means the two orders give the same pooled vector.")
+    left, right = st.columns(2)
+    what = "encoder" if model.is_encoder_decoder else "output"
+    with left:
+        st.plotly_chart(R.row_distance_figure(check.distances, tokens_a, tokens_b,
+                                              f"Distance of each {what} row of B to each of A"),
+                        key="positions.fig_rows")
+    with right:
+        st.plotly_chart(R.pooled_figure(check.pooled_a, check.pooled_b, "mean of A's rows", "mean of B's rows",
+                                        "Mean pooling: one vector per input"), key="positions.fig_pooled")
+    st.caption("A '0' in a cell marks a row of B that equals a row of A (up to float32 rounding). With no "
+               "positions every row of B has its twin. With positions each row also depends on where its token "
+               "and the others sit, so the twins drift apart. (A causal decoder is left out on purpose: its "
+               "mask already treats early and late tokens differently, even without positions.)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Live swap on the sidebar's model
+# ---------------------------------------------------------------------------------------------
+
+
+def swap_panel(sel: Selection) -> None:
+    """The sidebar's model run with its trained scheme and with another: one head's pattern and accuracy."""
+    native = sel.model.cfg.pos
+    st.header(f"6. Swap the scheme of {sel.model_id}")
+    st.markdown(
+        f"The model in the sidebar was trained with **{SCHEME_TEXT[native]}**. The scheme is an argument of "
+        "each forward pass here, so the same weights can be run with another one. The weights were tuned to "
+        "the positions they saw; give them different ones and the attention heads that relied on position "
+        "lose their footing. Compare one head's pattern and the task accuracy before and after."
+    )
+    st.latex(r"\text{model}(x;\ \text{pos}=\text{trained}) \quad\text{vs}\quad \text{model}(x;\ \text{pos}=\text{other})")
+    swap, layer, head = swap_controls(sel)
+    swap_patterns(sel, swap, layer, head)
+    swap_accuracy_panel(sel, swap)
+    if sel.model.is_encoder_decoder:
+        st.caption("For this encoder-decoder the pattern shown is the encoder's self-attention; the accuracy "
+                   "swaps the scheme in both stacks.")
+    try_this(
+        "Pick induction-sinusoidal, layer 0: the stripe just below the diagonal (attention to the previous token, the "
+        "first step of an induction circuit) fades when you swap to RoPE or to none.",
+        "Pick induction-none and give it sinusoidal positions it never saw: does adding information help or hurt?",
+        "Pick sort-decoder and remove its positions: sorting needs no order in the input, but the output side does.",
+    )
+
+
+def swap_controls(sel: Selection) -> tuple[str, int, int]:
+    """(scheme to swap in, layer, head): a layer or head slider only when the model has more than one."""
+    cfg = sel.model.cfg
+    swaps, default_swap = swap_choices(sel)
+    c1, c2, c3 = st.columns(3)
+    swap = URL.swap.widget(c1.selectbox, "Run it with", choices=swaps, default=default_swap,
+                           format_func=SCHEME_TEXT.get)
+    picked = []
+    for param, col, label, count in ((URL.layer, c2, "Layer", cfg.n_layers), (URL.head, c3, "Head", cfg.n_heads)):
+        if count > 1:
+            picked.append(param.widget(col.slider, label, hi=count - 1))
+        else:  # one layer (or head): nothing to pick, but the URL still says which
+            picked.append(param.seed(hi=0))
+            param.write(picked[-1])
+    return swap, picked[0], picked[1]
+
+
+def swap_patterns(sel: Selection, swap: str, layer: int, head: int) -> None:
+    """One head's pattern under the trained scheme and under the swapped one, side by side."""
+    native = sel.model.cfg.pos
+    prefix = "encoder." if sel.model.is_encoder_decoder else ""
+    name = f"{prefix}blocks.{layer}.attn.hook_pattern"
+    try:
+        swap_runs = [(native, R.swap_run(sel, name, native)), (swap, R.swap_run(sel, name, swap))]
+    except ValueError as exc:
+        st.error(f"This model cannot run with {swap!r}: {exc}")
+        swap_runs = []
+    for i, (col, (scheme, run_out)) in enumerate(zip(st.columns(2), swap_runs)):
+        with col:
+            st.markdown(f"**{'Trained' if i == 0 else 'Swapped'}: {SCHEME_TEXT[scheme]}** "
+                        f"({prefix}layer {layer}, head {head})")
+            st.plotly_chart(R.attention_figure(run_out[name][0, head], sel.tokens, sel.tokens),
+                            key=f"positions.fig_swap_{i}")
+            right_count, scored = P.scored_positions(sel.targets, run_out["logits"])
+            if scored:
+                st.caption(f"This input: {right_count} of {scored} scored positions right.")
+
+
+def swap_accuracy(sel: Selection, scheme: str) -> float:
+    """The model's accuracy on fresh examples under `scheme`, with a spinner while it is first computed."""
+    args = (sel.model_id, sel.device, scheme, EXT_SAMPLES)
+    if R.swap_accuracy.has(*args):
+        return R.swap_accuracy(*args)
+    with st.spinner("Scoring on fresh task samples ..."):
+        return R.swap_accuracy(*args)
+
+
+def swap_accuracy_panel(sel: Selection, swap: str) -> None:
+    """Task accuracy on fresh examples with the trained scheme and with the swapped one."""
+    native = sel.model.cfg.pos
+    acc_col, note_col = st.columns([3, 2])
+    try:
+        acc_native = swap_accuracy(sel, native)
+        acc_swap = swap_accuracy(sel, swap)
+    except ValueError as exc:
+        st.warning(f"Could not score this model on fresh task examples: {exc}")
+        return
+    with acc_col:
+        st.plotly_chart(R.accuracy_figure([f"trained: {native}", f"swapped: {swap}"], [acc_native, acc_swap],
+                                          [F.COLOURS[native], F.COLOURS[swap]],
+                                          f"Accuracy on {EXT_SAMPLES} fresh examples"),
+                        key="positions.fig_swap_acc")
+    with note_col:
+        st.metric(f"Accuracy change with {swap}", f"{acc_swap:.0%}", delta=f"{acc_swap - acc_native:+.0%}")
+        st.caption(f"Scored with the task's own metric ({sel.task.metric} accuracy) on {EXT_SAMPLES} examples "
+                   "the model never saw, at its training length.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Extrapolation
+# ---------------------------------------------------------------------------------------------
+
+
+def training_tokens() -> tuple[int, int]:
+    """(the induction models' longest training repeat L, the tokens in such a row: <bos> and two copies)."""
+    rows = {e["id"]: e for e in models.manifest()}
+    train_len = int(rows.get(INDUCTION_IDS["sinusoidal"], {}).get("train_length",
+                                                                  get_task("induction").default_length))
+    return train_len, 2 * train_len + 1
+
+
+def extrapolation_panel(sel: Selection) -> None:
+    """The four induction models scored at longer and longer inputs (run when asked, or by a link with ext=)."""
+    st.header("7. Longer than anything seen in training")
+    bundled = bundled_ids()
+    ext_ids = tuple((scheme, mid) for scheme, mid in INDUCTION_IDS.items() if mid in bundled)
+    train_len, train_tokens = training_tokens()
+    st.markdown(
+        "The four induction models have the same size and training; only their scheme differs. They saw "
+        f"repeats of up to {train_len} letters (inputs of up to {train_tokens} tokens). Here each is scored on "
+        "longer repeats. A sinusoidal or RoPE model can at least *run* on any length, since its positions come "
+        "from a formula; whether its heads still work there is another matter. A learned table simply has no "
+        f"row for position {train_tokens} and beyond, so that model refuses."
+    )
+    st.latex(r"\text{learned: } PE_p \text{ exists for } p < L_{train} \text{ only};\qquad "
+             r"\text{sinusoidal / RoPE: defined for every } p")
+    if not ext_ids:
+        st.info("The induction models (induction-none, -sinusoidal, -learned, -rope) are not installed.")
+        URL.ext.clear()
+    elif not st.session_state[EXT_READY]:
+        st.markdown(f"Scoring {len(ext_ids)} models at {len(EXT_LENGTHS)} lengths on {EXT_SAMPLES} examples each "
+                    "takes a few seconds, so it runs when you ask (and is then kept for everyone).")
+        URL.ext.clear()
+        if st.button("Evaluate the induction models at every length", key="positions.ext_go",
+                     icon=":material/play_arrow:"):
+            st.session_state[EXT_READY] = True
+            st.rerun()
+    else:
+        extrapolation_curves(sel, ext_ids, train_tokens)
+    try_this(
+        f"Slide to L = {train_len}, the longest training length: all four should be near their best.",
+        "Slide past it: which scheme degrades slowest? Is it the one with no positions at all?",
+        f"In the sidebar pick induction-learned and type more than {train_tokens} tokens: the sidebar refuses it too.",
+    )
+
+
+def extrapolation_curves(sel: Selection, ext_ids: tuple, train_tokens: int) -> None:
+    """Accuracy against input length for each scheme, then one length up close with any refusals."""
+    args = (ext_ids, sel.device, EXT_LENGTHS, EXT_SAMPLES)
+    if R.curves.has(*args):
+        chart_data = R.curve_points(*args)
+    else:
+        with st.spinner("Evaluating the four induction models at every length ..."):
+            chart_data = R.curve_points(*args)
+    st.plotly_chart(R.extrapolation_figure(chart_data, train_tokens,
+                                           f"Induction accuracy against input length ({EXT_SAMPLES} examples a point)"),
+                    key="positions.fig_ext")
+    st.caption("x marks on the floor: the learned model refused those lengths (it was not scored as 0; it could not run).")
+    ext_len = URL.ext.widget(st.select_slider, "Look at one length (repeat of up to L letters)",
+                             format_func=lambda L: f"L = {L} ({2 * L + 1} tokens)")
+    ext_table, refusals = R.length_view(*args, ext_len)
+    for refused_id, refused_at, error in refusals:
+        st.error(f"**{refused_id}** at {refused_at} tokens: {error}", icon=":material/block:")
+    st.dataframe(ext_table, hide_index=True, key="positions.ext_table")
