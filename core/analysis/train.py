@@ -21,7 +21,7 @@ from core.analysis.attention import AttentionKind, attention_kinds, causal_allow
 from core.config import TransformerConfig
 from core.model import Transformer
 from core.tasks import TASKS, Task, get_task
-from core.train import Trainer, default_config
+from core.train import Trainer, default_config, init_model
 
 POS_SCHEMES = ("sinusoidal", "learned", "rope", "none")
 NORMS = ("pre", "post", "none")
@@ -112,6 +112,15 @@ class TrainSettings:
     def to_dict(self) -> dict:
         """Plain values (for metadata and URLs)."""
         return asdict(self)
+
+
+def param_count(config: TransformerConfig) -> int:
+    """How many numbers a model of this config learns.
+
+    Built with `core.train.init_model`, which seeds only a local generator: torch's global RNG is
+    shared by every thread of the server, so seeding it here would race with other sessions.
+    """
+    return sum(p.numel() for p in init_model(config, seed=0).parameters())
 
 
 def clamp_number(name: str, value, default):

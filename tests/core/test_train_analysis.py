@@ -39,6 +39,15 @@ def test_problems_name_the_fix():
     assert "encoder" in msg
 
 
+def test_param_count_counts_every_weight_of_the_model():
+    settings = A.TrainSettings(task="reverse", arch="encoder", n_layers=1, d_model=16, n_heads=2)
+    n = A.param_count(settings.config())
+    assert n == sum(p.numel() for p in settings.trainer().model.parameters())
+    wider = A.param_count(A.TrainSettings(task="reverse", arch="encoder", n_layers=1, d_model=32, n_heads=2).config())
+    deeper = A.param_count(A.TrainSettings(task="reverse", arch="encoder", n_layers=2, d_model=16, n_heads=2).config())
+    assert wider > n and n < deeper < 2 * n  # a second block adds its weights, not the embeddings again
+
+
 def test_snapshots_cover_every_attention_kind_and_stay_few():
     s = A.TrainSettings(task="reverse", arch="encoder-decoder", n_layers=2, d_model=16, n_heads=2, steps=10)
     trainer = s.trainer()

@@ -1,11 +1,12 @@
-"""Training inside a Streamlit session: per-session run state, a server-wide cap, short chunks.
+"""The Train page's runs: per-session training in short chunks under a server-wide cap, and its cached work.
 
 A run lives in `st.session_state[RUN_KEY]` (the Trainer with its model and optimizer, the
 snapshots, the status), so a rerun in the middle of training, or a trip to another page, loses
 nothing. The page calls `advance(run)` from a fragment that reruns itself every `TICK_SECONDS`;
 each call trains for at most `CHUNK_SECONDS` while holding one of `MAX_CONCURRENT` process-wide
 slots, so a classroom of students training at once shares the CPU in turns instead of
-starving everyone else's page.
+starving everyone else's page. The one cached result of the page, the parameter count of a
+config, is a `ui.memo` memo shared by every session.
 """
 
 from __future__ import annotations
@@ -24,12 +25,16 @@ import torch
 from core import checkpoints
 from core.analysis import train as analysis
 from core.analysis.train import Example, TrainSettings
+from core.config import TransformerConfig
 from core.tasks import get_task
 from core.train import Trainer, evaluate
 from ui import models, sidebar
+from ui.memo import memo
 
 RUN_KEY = "train.run"  # the session's TrainingRun
 UPLOADS_KEY = "train.uploads"  # uploaded file id -> registered model id (so a rerun does not add it twice)
+ERROR_KEY = "train.error"  # why the last Train press could not start a run
+SCRUB_KEY = "train.scrub"  # the snapshot step the scrubber shows (a new run has its own steps)
 MAX_CONCURRENT = 2  # training chunks running at once in this server process, over all sessions
 CHUNK_SECONDS = 0.8  # training time per fragment run: short, so Pause and other pages stay responsive
 TICK_SECONDS = 1.0  # how often the training fragment reruns itself while a run is going
@@ -51,6 +56,12 @@ def training_slot(wait: float = SLOT_WAIT_SECONDS) -> Iterator[bool]:
     finally:
         if got:
             _SLOTS.release()
+
+
+@memo(maxsize=64)
+def param_count(config: dict) -> int:
+    """How many numbers a model of this config (`TransformerConfig.to_dict()`) learns; one build per config."""
+    return analysis.param_count(TransformerConfig.from_dict(config))
 
 
 @dataclass
@@ -126,15 +137,15 @@ def start(settings: TrainSettings, device: str = "cpu") -> None:
     """Begin a new run on `device` (a button callback); a finished run's model stays on every page."""
     problems = settings.problems()
     if problems:
-        st.session_state["train.error"] = " ".join(problems)
+        st.session_state[ERROR_KEY] = " ".join(problems)
         return
     try:
         trainer = settings.trainer(str(models.torch_device(device)))
     except ValueError as exc:
-        st.session_state["train.error"] = f"These settings cannot be trained: {exc}"
+        st.session_state[ERROR_KEY] = f"These settings cannot be trained: {exc}"
         return
-    st.session_state.pop("train.error", None)
-    st.session_state.pop("train.scrub", None)  # the new run has its own snapshot steps
+    st.session_state.pop(ERROR_KEY, None)
+    st.session_state.pop(SCRUB_KEY, None)  # the new run has its own snapshot steps
     example = analysis.fixed_example(settings.task, settings.arch)
     run = TrainingRun(settings, trainer, example, analysis.snapshot_every(settings.steps))
     run.take_snapshot()  # step 0: the random model
@@ -167,8 +178,8 @@ def stop_here() -> None:
 def reset() -> None:
     """Forget the run (models already put on every page stay there)."""
     st.session_state.pop(RUN_KEY, None)
-    st.session_state.pop("train.error", None)
-    st.session_state.pop("train.scrub", None)
+    st.session_state.pop(ERROR_KEY, None)
+    st.session_state.pop(SCRUB_KEY, None)
 
 
 def advance(run: TrainingRun, budget: Optional[float] = None) -> Optional[str]:

@@ -1,0 +1,413 @@
+"""The Train page's panels: the settings (bound to the URL), Train and the live view, the snapshot
+scrubber, keeping the model, and opening a checkpoint. pages/train.py calls them in reading order.
+
+Kept in a module (not the page file) so it is compiled once per process; the training itself
+and the page's cached work are in ui.train_runs, the numbers in core.analysis.train.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core.analysis import train as A
+from core.analysis.train import TrainSettings
+from core.checkpoints import MAX_UPLOAD_BYTES
+from core.figures import train as F
+from core.tasks import TASKS, get_task
+from ui import models
+from ui import train_runs as R
+from ui.page import try_this
+from ui.params import Choice, Float, Int, Params, general
+from ui.sidebar import MODEL_KEY
+
+POS_LABELS = {"sinusoidal": "Sinusoidal (fixed waves)", "learned": "Learned table", "rope": "RoPE (rotate q, k)",
+              "none": "None (only the mask)"}
+NORM_LABELS = {"pre": "Pre-LN: x + F(LN(x))", "post": "Post-LN: LN(x + F(x))", "none": "No LayerNorm"}
+DEFAULT = TrainSettings(task="reverse", arch="encoder", steps=300)  # learns in well under a minute
+ARCHS = tuple(dict.fromkeys(arch for task in TASKS.values() for arch in task.archs))  # a task offers some of them
+NOTES_KEY = "train.notes"  # messages about typed values that were clamped, shown once under the settings
+VIEW_KIND_KEY, VIEW_LAYER_KEY = "train.view_kind", "train.view_layer"  # which heatmaps (not in the URL)
+MAX_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # uploads over this are refused (a teaching model is ~KB)
+NO_BAR = {"displayModeBar": False}
+
+# Every URL parameter of the page, once. The architectures offered depend on the task (given when
+# the widget is drawn). Session keys keep the TrainSettings field names (train.n_layers, train.n_heads).
+URL = Params(
+    "train",
+    Choice("task", DEFAULT.task, choices=tuple(TASKS)),
+    Choice("arch", DEFAULT.arch, choices=ARCHS),
+    Choice("pos", DEFAULT.pos, choices=A.POS_SCHEMES),
+    Choice("norm", DEFAULT.norm, choices=A.NORMS),
+    Int("layers", DEFAULT.n_layers, key="train.n_layers", lo=A.LIMITS["n_layers"][0], hi=A.LIMITS["n_layers"][1]),
+    Int("d_model", DEFAULT.d_model, lo=A.LIMITS["d_model"][0], hi=A.LIMITS["d_model"][1]),
+    Int("heads", DEFAULT.n_heads, key="train.n_heads", lo=A.LIMITS["n_heads"][0], hi=A.LIMITS["n_heads"][1]),
+    Int("steps", DEFAULT.steps, lo=A.LIMITS["steps"][0], hi=A.LIMITS["steps"][1]),
+    Float("lr", DEFAULT.lr, lo=A.LIMITS["lr"][0], hi=A.LIMITS["lr"][1], fmt=general),
+    Int("seed", DEFAULT.seed, lo=A.LIMITS["seed"][0], hi=A.LIMITS["seed"][1]),
+)
+FIELDS = {"n_layers": URL.layers, "d_model": URL.d_model, "n_heads": URL.heads, "steps": URL.steps,
+          "seed": URL.seed, "lr": URL.lr}  # TrainSettings field -> its URL parameter, in the order the URL is read
+
+
+def task_archs() -> tuple:
+    """The architectures the task in the settings supports."""
+    return tuple(get_task(st.session_state[URL.task.key]).archs)
+
+
+def seed_url() -> None:
+    """Read every URL parameter before anything is drawn, so problems are reported under the title."""
+    URL.task.seed()
+    URL.arch.seed(choices=task_archs())
+    for param in (URL.pos, URL.norm, *FIELDS.values()):
+        param.seed()
+
+
+# ---------------------------------------------------------------------------------------------
+# 1 · Settings: URL -> widgets -> TrainSettings (clamped, with notes)
+# ---------------------------------------------------------------------------------------------
+
+
+def _range(name: str) -> str:
+    """'from lo to hi' for a numeric setting."""
+    lo, hi = A.LIMITS[name]
+    return f"from {lo:g} to {hi:g}"
+
+
+def clamp_typed(name: str) -> None:
+    """on_change of a number box: a typed value out of range is clamped, and a note under the settings says so."""
+    key = FIELDS[name].key
+    value, note = A.clamp_number(name, st.session_state.get(key), getattr(DEFAULT, name))
+    st.session_state[key] = value
+    if note:
+        st.session_state.setdefault(NOTES_KEY, []).append(note)
+
+
+def number(col, label: str, name: str, step, help: str, fmt: str | None = None):
+    """A number box without hard limits in the browser: out-of-range values are clamped with a message."""
+    return FIELDS[name].widget(col.number_input, label, min_value=None, max_value=None, step=step, format=fmt,
+                               help=help, on_change=clamp_typed, args=(name,))
+
+
+def settings_widgets() -> tuple[TrainSettings, list[str]]:
+    """The two rows of settings; returns the clamped settings and any notes about clamped values."""
+    c1, c2, c3, c4 = st.columns(4)
+    raw = {"task": URL.task.widget(c1.selectbox, "Task", format_func=lambda n: TASKS[n].title,
+                                   help="The toy task the model learns; each says which positions are scored.")}
+    raw["arch"] = URL.arch.widget(c2.selectbox, "Architecture", choices=task_archs(),
+                                  help="Only the architectures this task supports are offered.")
+    raw["pos"] = URL.pos.widget(c3.selectbox, "Positions", format_func=POS_LABELS.get)
+    raw["norm"] = URL.norm.widget(c4.selectbox, "LayerNorm placement", format_func=NORM_LABELS.get)
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
+    raw["n_layers"] = number(c1, "Layers", "n_layers", 1, f"Blocks per stack, {_range('n_layers')}.")
+    raw["d_model"] = number(c2, "d_model", "d_model", 8, f"Width of the residual stream, {_range('d_model')}; it "
+                                                         "must divide evenly by the number of heads.")
+    raw["n_heads"] = number(c3, "Heads", "n_heads", 1, f"Attention heads per layer, {_range('n_heads')}.")
+    raw["steps"] = number(c4, "Steps", "steps", 50, f"AdamW steps of {A.BATCH_SIZE} fresh examples each, "
+                                                    f"{_range('steps')}: the cap keeps one run from hogging the "
+                                                    "shared server.")
+    raw["lr"] = number(c5, "Learning rate", "lr", 1e-4, f"The peak step size, reached after the warm-up; "
+                                                        f"{_range('lr')}.", fmt="%.4f")
+    raw["seed"] = number(c6, "Seed", "seed", 1, f"Fixes the initial weights and the order of the batches; "
+                                                f"{_range('seed')}.")
+    return A.clamp_settings(raw)
+
+
+def describe_settings(settings: TrainSettings) -> None:
+    """One line of derived numbers (head width, parameter count), or what is wrong with the settings."""
+    problems = settings.problems()
+    if problems:
+        for p in problems:
+            st.error(p, icon=":material/error:")
+        return
+    n_params = R.param_count(settings.config().to_dict())
+    st.caption(f"Each head works in d_model / heads = {settings.d_model} / {settings.n_heads} = "
+               f"**{settings.d_head}** dimensions · **{n_params:,}** parameters · warm-up **{settings.warmup}** "
+               f"steps · batches of **{A.BATCH_SIZE}** fresh examples · at most **{A.MAX_STEPS}** steps per run.")
+
+
+def setup_panel() -> TrainSettings:
+    """Section 1: the schedule, the settings (with notes about clamped values) and what they add up to."""
+    st.subheader("1 · Set up the run")
+    st.markdown(
+        "The sum runs over the scored positions S only (which ones depends on the task). "
+        "Each step uses 64 new random examples, so the model cannot memorise them. The learning rate "
+        "climbs linearly during a short warm-up (Adam's running averages are unreliable at first, and "
+        "post-LN models in particular blow up without it), then eases down along a cosine so the last "
+        "steps settle instead of bouncing around. Each of the h heads reads a slice of width d_model / h."
+    )
+    st.latex(r"\eta_t = \eta\cdot\begin{cases}\dfrac{t+1}{W} & t < W \\[4pt] 0.1 + 0.9\cdot\tfrac12\left(1+\cos\pi\,"
+             r"\dfrac{t-W}{T-W}\right) & t \ge W\end{cases}\qquad d_{\text{head}} = \dfrac{d_{\text{model}}}{h}")
+    settings, notes = settings_widgets()
+    for note in dict.fromkeys(st.session_state.pop(NOTES_KEY, []) + notes):
+        st.warning(note, icon=":material/tune:")
+    describe_settings(settings)
+    try_this(
+        "Train the default (reverse, encoder, 300 steps). Somewhere around step 75-150 the loss falls off a "
+        "cliff: that is when the heads find the mirror pattern. Seeds 1 and 2 move the cliff a little; it "
+        "always comes.",
+        "Same run with **Positions: None**. Without positions every slot looks identical to the encoder, "
+        "so it cannot know where to read from: the loss stalls.",
+        "Set d_model to 60 with 8 heads and read the message; then pick 64.",
+        "Train the **future legality** task as a **decoder**, then as an **encoder**: the decoder stays near "
+        "chance because the rule arrives after the digits it must judge.",
+    )
+    return settings
+
+
+# ---------------------------------------------------------------------------------------------
+# 2 · Train and watch: the buttons and the self-rerunning live view
+# ---------------------------------------------------------------------------------------------
+
+
+def controls(settings: TrainSettings, device: str) -> None:
+    """Train / Pause / Resume / Stop / Reset, depending on where the run is."""
+    run = R.current()
+    can_train = not settings.problems()
+    with st.container(horizontal=True):
+        if run is None or run.status == "done":
+            st.button("Train" if run is None else "Train a new model", type="primary",
+                      icon=":material/play_arrow:", key="train.go", disabled=not can_train,
+                      on_click=R.start, args=(settings, device))
+        elif run.status == "running":
+            st.button("Pause", icon=":material/pause:", key="train.pause", on_click=R.pause)
+        else:
+            st.button("Resume", type="primary", icon=":material/play_arrow:", key="train.resume",
+                      on_click=R.resume)
+            st.button("Stop here and keep this model", icon=":material/stop:", key="train.stop",
+                      on_click=R.stop_here, disabled=run.step == 0)
+        st.button("Reset", icon=":material/restart_alt:", key="train.reset", on_click=R.reset,
+                  disabled=run is None)
+    error = st.session_state.get(R.ERROR_KEY)
+    if error:
+        st.error(error)
+    if run is not None and run.settings != settings and run.status != "done":
+        st.info("The settings above changed, but this run keeps the ones it started with. "
+                "Press **Reset** and then **Train** to use the new ones.", icon=":material/info:")
+
+
+def current_view(run: R.TrainingRun) -> tuple:
+    """(attention kind, layer) the heatmaps show; stale choices from an earlier run fall back to the first."""
+    kinds = A.kinds_of(run.settings.arch)
+    if st.session_state.get(VIEW_KIND_KEY) not in [k.key for k in kinds]:
+        st.session_state[VIEW_KIND_KEY] = kinds[0].key
+    if st.session_state.get(VIEW_LAYER_KEY) not in range(run.settings.n_layers):
+        st.session_state[VIEW_LAYER_KEY] = 0
+    kind = next(k for k in kinds if k.key == st.session_state[VIEW_KIND_KEY])
+    return kind, st.session_state[VIEW_LAYER_KEY]
+
+
+def view_pickers(run: R.TrainingRun) -> tuple:
+    """Which attention (for encoder-decoder) and which layer the heatmaps show."""
+    kinds = A.kinds_of(run.settings.arch)
+    current_view(run)
+    cols = st.columns(3)
+    if len(kinds) > 1:
+        cols[0].selectbox("Heatmaps show", [k.key for k in kinds], key=VIEW_KIND_KEY,
+                          format_func=lambda key: next(k.label for k in kinds if k.key == key))
+    layer_col = cols[1] if len(kinds) > 1 else cols[0]
+    layer_col.selectbox("Heatmaps show layer", list(range(run.settings.n_layers)), key=VIEW_LAYER_KEY,
+                        format_func=lambda i: f"layer {i}")
+    return current_view(run)
+
+
+def head_grid(run: R.TrainingRun, snap: R.Snapshot, kind, layer: int, key: str) -> None:
+    """The heatmaps of every head of one layer at one snapshot, in one figure (one shared colour bar)."""
+    q_tokens, k_tokens = run.example.axis_tokens(kind)
+    per_row = 4 if len(k_tokens) <= 12 else 2
+    fig = F.heads_figure(snap.patterns[kind.key][layer], q_tokens, k_tokens, per_row=per_row,
+                         title=f"{kind.label}, layer {layer}, at step {snap.step}")
+    st.plotly_chart(fig, key=key, config=NO_BAR)
+
+
+def progress_line(run: R.TrainingRun) -> None:
+    """Progress bar with steps, time and speed."""
+    trainer = run.trainer
+    frac = min(1.0, run.step / max(1, run.total))
+    speed = run.step / trainer.seconds if trainer.seconds > 0 else 0.0
+    label = {"running": "Training", "paused": "Paused", "done": "Finished"}[run.status]
+    eta = run.seconds_left() if run.status == "running" else None
+    left = f" · about {eta:.0f} s to go" if eta is not None else ""
+    st.progress(frac, text=f"{label}: step {run.step} of {run.total} · {trainer.seconds:.1f} s of compute "
+                           f"({speed:.0f} steps/s){left}")
+
+
+def live_panel() -> None:
+    """The fragment that trains one chunk per rerun and redraws progress, curves and the newest heatmaps."""
+    run = R.current()
+    if run is None:
+        st.info("Press **Train** to start. The loss curve, the progress bar and the heatmaps below update "
+                "about once a second while the model learns.", icon=":material/model_training:")
+        return
+    was_running = run.status == "running"
+    busy = R.advance(run) if was_running else None
+    if was_running and run.status == "done":
+        st.rerun()  # the whole page: the finished panels appear and the auto-rerun stops
+    progress_line(run)
+    if busy:
+        st.warning(busy, icon=":material/hourglass_top:")
+    steps, loss, acc = run.curves()
+    metric = f"{run.task.metric} accuracy"
+    st.plotly_chart(F.training_curves(steps, loss, acc, run.total, metric=metric,
+                                      final_accuracy=run.final_accuracy),
+                    key="train.curves", config=NO_BAR)
+    if run.status != "running":
+        return
+    st.markdown(f"**The newest attention snapshot** of the fixed example (a new one every {run.every} steps; "
+                "when the run ends or you pause, a slider lets you go back through all of them).")
+    kind, layer = view_pickers(run)
+    head_grid(run, run.snapshots[-1], kind, layer, key="train.live")
+
+
+def train_panel(settings: TrainSettings, device: str) -> None:
+    """Section 2: what the live view shows, the buttons, and the live view (a fragment while a run trains)."""
+    st.subheader("2 · Train and watch")
+    st.markdown(
+        "The curves share their x axis with the whole planned run, so they also show how far along it is. "
+        "The thin line is each batch's value, the thick one a moving average. The heatmaps show the newest "
+        "snapshot of the attention on one fixed example; brighter cells carry more weight (0 to 1). "
+        f"Training runs in short bursts, and at most {R.MAX_CONCURRENT} runs train at the same moment "
+        "on this server, so everyone's pages stay quick. It only advances while this page is open; come back "
+        "and it continues where it stopped."
+    )
+    controls(settings, device)
+    run = R.current()
+    running = run is not None and run.status == "running"
+    st.fragment(live_panel, run_every=R.TICK_SECONDS if running else None)()
+
+
+# ---------------------------------------------------------------------------------------------
+# 3 · Watch the heads form: scrub the snapshots of a paused or finished run
+# ---------------------------------------------------------------------------------------------
+
+
+def scrubber(run: R.TrainingRun, kind, layer: int) -> None:
+    """A slider over the stored snapshots, their heatmaps and how sharp each head became."""
+    steps = [s.step for s in run.snapshots]
+    if len(steps) < 2:
+        st.info("Train a few steps first: snapshots are taken every "
+                f"{run.every} steps.", icon=":material/info:")
+        return
+    if st.session_state.get(R.SCRUB_KEY) not in steps:
+        st.session_state[R.SCRUB_KEY] = steps[-1]
+    step = st.select_slider("Training step of the snapshot", steps, key=R.SCRUB_KEY,
+                            help=f"{len(steps)} snapshots, one every {run.every} steps (at most {A.MAX_SNAPSHOTS}).")
+    snap = run.snapshots[steps.index(step)]
+    spread = np.stack([s.spread[kind.key][layer] for s in run.snapshots])  # [snapshot head]
+    st.plotly_chart(F.entropy_curves(steps, spread, current=step,
+                                     title=f"How spread out each head's attention is ({kind.label}, layer {layer})"),
+                    key="train.spread", config=NO_BAR)
+    head_grid(run, snap, kind, layer, key="train.scrub_fig")
+
+
+def history_panel() -> None:
+    """Section 3, once a run is paused or finished: scrub its snapshots and watch each head sharpen."""
+    run = R.current()
+    if run is None or run.status == "running":
+        return
+    st.subheader("3 · Watch the heads form")
+    st.markdown(
+        "Every few steps the page saved the attention of every head on the same example. Slide through "
+        "them: early patterns are a blur, later ones sharpen into a rule (a diagonal, a mirror, a look at "
+        "one special token). The line chart condenses each snapshot to one number per head, how spread out "
+        "its attention is, 1 for even weight over every key it may see and 0 for all weight on one key."
+    )
+    st.latex(r"\text{spread}(\text{head}) = \frac{1}{|Q|}\sum_{i\in Q}\frac{-\sum_j a_{ij}\log_2 a_{ij}}"
+             r"{\log_2 \#\{j : i \text{ may see } j\}}")
+    kind, layer = view_pickers(run)
+    scrubber(run, kind, layer)
+    try_this(
+        "Slide to the step just before the loss dropped and to the one just after: which head changed most?",
+        "Train again with 1 head instead of 4: does that single head have to do every job at once?",
+        "Set the learning rate to 0.01 and train once with Pre-LN, once with Post-LN. Pre-LN still learns; "
+        "Post-LN stalls. In Post-LN the gradient has to pass through the LayerNorm of every block on its way "
+        "down, and each can scale it up; in Pre-LN the identity path carries it down untouched. At 0.003 both "
+        "learn.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 4 · Keep your model, 5 · Open a checkpoint
+# ---------------------------------------------------------------------------------------------
+
+
+def keep_metrics(run: R.TrainingRun) -> None:
+    """Final accuracy on fresh samples, 'use on every page', and the download."""
+    task = run.task
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Accuracy on fresh examples", f"{run.final_accuracy:.1%}",
+              help=f"{task.metric.capitalize()} accuracy on {R.EVAL_SAMPLES} examples drawn after training "
+                   "(core.train.evaluate).")
+    c2.metric("Steps trained", f"{run.step}")
+    c3.metric("Final training loss", f"{run.trainer.history[-1]['loss']:.4f}" if run.trainer.history else "-")
+    st.caption(f"Scored: {task.scored_for(run.settings.arch)}")
+    selected = st.session_state.get(MODEL_KEY) == run.model_id
+    with st.container(horizontal=True):
+        st.button("Use this model on every page", type="primary", icon=":material/check_circle:",
+                  key="train.use", on_click=R.use_everywhere, args=(run.model_id,), disabled=selected)
+        st.download_button("Download .safetensors", data=run.checkpoint, key="train.download",
+                           file_name=f"glassbox-{run.settings.task}-{run.settings.arch}-{run.step}steps.safetensors",
+                           mime="application/octet-stream", icon=":material/download:", on_click="ignore")
+    if selected:
+        st.success("The sidebar now shows this model on every page (Attention, Heads, Masks, ...).",
+                   icon=":material/check_circle:")
+    else:
+        st.caption("It is already in the sidebar's model list as "
+                   f"“{models.model_choices().get(run.model_id, 'your model')}”.")
+
+
+def keep_panel() -> None:
+    """Section 4, once a run is finished: how good the model is, and keeping it."""
+    run = R.current()
+    if run is None or run.status != "done":
+        return
+    st.subheader("4 · Keep your model")
+    st.markdown(
+        "The accuracy below is measured on examples the model never trained on, drawn fresh from the task. "
+        "The model is already in the sidebar's list for this session; one click selects it so the "
+        "Attention, Heads, Masks, Positions and Depth pages look inside it. Download it to keep it: the "
+        "file is a single .safetensors with the config, the vocabulary and this accuracy inside."
+    )
+    keep_metrics(run)
+
+
+def upload_widget() -> None:
+    """Open a checkpoint (.safetensors only) and add it to this session's models."""
+    file = st.file_uploader("Open a .safetensors checkpoint saved by this app", key="train.upload",
+                            max_upload_size=MAX_MB,
+                            help="Only safetensors is read; pickles (.pt, .pth) are refused without being opened.")
+    if file is None:
+        return
+    if file.size > MAX_UPLOAD_BYTES:
+        st.error(f"{file.name} is {file.size / 1e6:.1f} MB; the limit is {MAX_MB} MB.")
+        return
+    try:
+        model_id, meta, new = R.open_upload(file.file_id, file.name, file.getvalue())
+    except ValueError as exc:
+        st.error(f"Could not open **{file.name}**: {exc}", icon=":material/block:")
+        return
+    except Exception as exc:  # noqa: BLE001 - an upload must never crash the page
+        st.error(f"Could not open **{file.name}**: unexpected {type(exc).__name__}: {str(exc)[:300]}",
+                 icon=":material/block:")
+        return
+    if new:
+        st.rerun()  # once, so the shared sidebar (drawn above) lists the new model
+    acc = meta.get("accuracy")
+    acc_text = f", accuracy {acc:.1%}" if isinstance(acc, (int, float)) else ""
+    st.success(f"Opened **{file.name}**: a {meta['config'].get('arch')} model for the {meta.get('task')} task"
+               f"{acc_text}. It is in the sidebar's model list for this session.", icon=":material/check_circle:")
+    selected = st.session_state.get(MODEL_KEY) == model_id
+    st.button("Use the uploaded model on every page", key="train.use_upload", on_click=R.use_everywhere,
+              args=(model_id,), disabled=selected)
+
+
+def upload_panel() -> None:
+    """Section 5: why only safetensors is opened, and the uploader."""
+    st.subheader("5 · Open a checkpoint")
+    st.markdown(
+        "Upload a .safetensors file this app saved (yours, or a classmate's) to use it on every page. The file "
+        "is checked before anything is built: wrong shapes, a truncated file, an unknown task or a vocabulary "
+        "that does not match are refused with a reason. Pickle files (.pt, .pth) are never opened, because "
+        f"opening one can run code hidden inside it. Files over {MAX_MB} MB are refused."
+    )
+    upload_widget()
