@@ -1,8 +1,10 @@
 """The Glassbox Transformer: encoder, decoder or encoder-decoder, with a named hook at every step.
 
-Read it top to bottom: attention, MLP, block, stack, and the model that ties them together.
-Per-call choices (masks, positional scheme, temperature, what to capture) are arguments of a
-call, never attributes flipped on the shared model; see core/hooks.py for how hooks see a call.
+Read it top to bottom: the per-call options and the decoding cache, attention, MLP, block, stack,
+and the model that ties them together. Per-call choices (masks, positional scheme, temperature,
+what to capture) are arguments of a call, never attributes flipped on the shared model; see
+core/hooks.py for how hooks see a call. Shapes use one vocabulary: `batch pos head d_head
+d_model`, and `q k` for the two axes of an attention pattern.
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ from core import positional
 from core.config import TransformerConfig
 from core.hooks import Cache, HookFn, HookPoint, NameFilter, RunState, current_state, resolve_names, running
 
-__all__ = ["TransformerConfig", "Transformer", "MaskArg"]
+__all__ = ["TransformerConfig", "Transformer", "MaskArg", "KVCache", "SelfKV", "CrossKV"]
 
 # A mask argument: one bool tensor for every layer, or {layer index: bool tensor}.
 MaskArg = Union[torch.Tensor, Mapping[int, torch.Tensor], None]
+# One layer's mask as the stack receives it: (bool `[.., q, k]`, True = may attend; its kind),
+# kind "full" (hides nothing), "causal" (the default lower triangle) or "custom" (anything else).
+LayerMask = tuple[torch.Tensor, str]
+# RoPE's cos and sin tables for the positions of one call, `[pos d_head/2]` each.
+RopeTables = tuple[torch.Tensor, torch.Tensor]
 
 ATTN_IMPLS = ("auto", "explicit")
 
@@ -37,14 +44,77 @@ class CallOptions:
 
 
 # ---------------------------------------------------------------------------------------------
+# Keys and values kept between decoding steps (made by `Transformer.generate`, one per call)
+
+
+@dataclass
+class SelfKV:
+    """One layer's self-attention keys and values for every position fed so far.
+
+    Each decoding step appends the keys and values of its new positions (RoPE already applied),
+    so a step projects only the newest token and attends to all of them.
+    """
+
+    k: Optional[torch.Tensor] = None  # [batch past head d_head]
+    v: Optional[torch.Tensor] = None  # [batch past head d_head]
+
+    @property
+    def length(self) -> int:
+        """How many positions are stored."""
+        return 0 if self.k is None else self.k.shape[1]
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's keys and values; return all of them, the past positions first."""
+        if self.k is not None:
+            k = torch.cat([self.k, k], dim=1)  # [batch past+pos head d_head]
+            v = torch.cat([self.v, v], dim=1)  # [batch past+pos head d_head]
+        self.k, self.v = k, v
+        return k, v
+
+
+@dataclass(frozen=True)
+class CrossKV:
+    """One decoder layer's cross-attention keys and values, computed once from the encoder output."""
+
+    k: torch.Tensor  # [batch src head d_head]
+    v: torch.Tensor  # [batch src head d_head]
+
+
+@dataclass
+class KVCache:
+    """What greedy decoding keeps between steps, per layer: the growing self-attention keys and
+    values, and (encoder-decoder only) the fixed cross-attention ones."""
+
+    self_attn: list[SelfKV]  # one per layer
+    cross_attn: Optional[list[CrossKV]] = None  # one per decoder layer; None without an encoder
+
+    @classmethod
+    def empty(cls, n_layers: int, cross_attn: Optional[list[CrossKV]] = None) -> KVCache:
+        """A cache holding no positions yet (and the cross-attention keys and values, if given)."""
+        return cls([SelfKV() for _ in range(n_layers)], cross_attn)
+
+    @property
+    def length(self) -> int:
+        """How many positions the cache holds: the position of the next step's first token."""
+        return self.self_attn[0].length
+
+    def layer(self, i: int) -> tuple[SelfKV, Optional[CrossKV]]:
+        """Layer i's self-attention cache and its cross-attention keys and values (or None)."""
+        return self.self_attn[i], None if self.cross_attn is None else self.cross_attn[i]
+
+
+# ---------------------------------------------------------------------------------------------
 # Attention
 
 
 class Attention(nn.Module):
-    """Multi-head attention: softmax(q k^T / sqrt(d_head) + mask) v, one hook per step.
+    """Multi-head attention, one hook per step of
 
-    Self-attention when `memory` is None; cross-attention (queries from x, keys and values from
-    `memory`) otherwise. No biases in the projections, so W_Q W_K^T and W_V W_O are exact circuits.
+        z = softmax(mask(scale * q k^T)) v,    out = z W_O,    q = x W_Q, k = s W_K, v = s W_V
+
+    with s = x (self-attention) or s = the encoder output `memory` (cross-attention), and
+    scale = 1 / (sqrt(d_head) * temperature) for the default score. No biases in the projections,
+    so W_Q W_K^T and W_V W_O are exact circuits.
     """
 
     def __init__(self, cfg: TransformerConfig, cross: bool = False):
@@ -56,6 +126,7 @@ class Attention(nn.Module):
         self.W_K = nn.Linear(cfg.d_model, h * dh, bias=False)
         self.W_V = nn.Linear(cfg.d_model, h * dh, bias=False)
         self.W_O = nn.Linear(h * dh, cfg.d_model, bias=False)
+        # The hook points, in the order forward calls them.
         self.hook_q = HookPoint()  # [batch pos head d_head]
         self.hook_k = HookPoint()  # [batch pos head d_head]
         self.hook_v = HookPoint()  # [batch pos head d_head]
@@ -67,54 +138,77 @@ class Attention(nn.Module):
         self.hook_pattern = HookPoint()  # [batch head q k], softmax; masked entries exactly 0
         self.hook_z = HookPoint()  # [batch pos head d_head], the weighted sum of values
 
-    def split_heads(self, x: torch.Tensor, proj: nn.Linear) -> torch.Tensor:
-        b, p, _ = x.shape
-        return proj(x).view(b, p, self.cfg.n_heads, self.cfg.d_head)  # [batch pos head d_head]
-
     def forward(self, x: torch.Tensor, mask: torch.Tensor, mask_kind: str, opts: CallOptions,
-                rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
-                memory: Optional[torch.Tensor] = None, kv: Optional[dict] = None) -> torch.Tensor:
-        cfg = self.cfg
-        q = self.hook_q(self.split_heads(x, self.W_Q))
-        if self.cross and kv is not None and "k" in kv:
-            k, v = kv["k"], kv["v"]  # cross-attention keys/values: computed once per source
-        else:
-            source = memory if self.cross else x
-            k = self.split_heads(source, self.W_K)
-            if cfg.key_norm_clip is not None:
-                norms = k.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-                k = k * (cfg.key_norm_clip / norms).clamp(max=1.0)
-            k = self.hook_k(k)
-            v = self.hook_v(self.split_heads(source, self.W_V))
-            if not self.cross and rope is not None:
-                q = self.hook_rot_q(positional.apply_rope(q, *rope))
-                k = self.hook_rot_k(positional.apply_rope(k, *rope))
-            if kv is not None:
-                if not self.cross and "k" in kv:
-                    k = torch.cat([kv["k"], k], dim=1)  # [batch past+pos head d_head]
-                    v = torch.cat([kv["v"], v], dim=1)
-                kv["k"], kv["v"] = k, v
+                rope: Optional[RopeTables] = None, memory: Optional[torch.Tensor] = None,
+                self_kv: Optional[SelfKV] = None, cross_kv: Optional[CrossKV] = None) -> torch.Tensor:
+        """x `[batch pos d_model]` -> `[batch pos d_model]`.
 
+        mask: bool `[.., q, k]`, True = may attend; mask_kind: "full", "causal" or "custom" (lets
+        the common cases skip work). rope: this call's RoPE tables (self-attention only). memory:
+        the encoder output `[batch src d_model]` (cross-attention). self_kv / cross_kv: this
+        layer's decoding cache, when `generate` runs with use_cache.
+        """
+        q, k, v = self.project(x, memory, cross_kv)  # [batch pos head d_head] each
+        if rope is not None and not self.cross:
+            q, k = self.rotate(q, k, rope)  # [batch pos head d_head] each
+        if self_kv is not None:
+            k, v = self_kv.extend(k, v)  # [batch past+pos head d_head] each
+        q, k, scale = self.score_inputs(q, k, opts)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
+        if self.wants_explicit(opts, mask, mask_kind):
+            z = self.attend(q, k, v, mask, mask_kind, scale)  # [batch head q d_head]
+        else:
+            z = fused_attention(q, k, v, mask, mask_kind, scale)  # [batch head q d_head]
+        z = self.hook_z(z.transpose(1, 2))  # [batch pos head d_head]
+        return self.W_O(self.merge_heads(z))  # [batch pos d_model]
+
+    # -- the steps, in the order forward takes them --------------------------------------------
+
+    def project(self, x: torch.Tensor, memory: Optional[torch.Tensor] = None,
+                cross_kv: Optional[CrossKV] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries from x; keys and values from x, or from `memory` for cross-attention (or
+        taken from `cross_kv` when they were computed once already). `[batch pos head d_head]` each."""
+        q = self.hook_q(self.split_heads(self.W_Q(x)))  # [batch pos head d_head]
+        if cross_kv is not None:
+            return q, cross_kv.k, cross_kv.v
+        k, v = self.keys_values(memory if self.cross else x)
+        return q, k, v
+
+    def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys (norm-clipped when the config asks) and values of `source` `[batch pos d_model]`."""
+        k = self.hook_k(self.clip_keys(self.split_heads(self.W_K(source))))  # [batch pos head d_head]
+        v = self.hook_v(self.split_heads(self.W_V(source)))  # [batch pos head d_head]
+        return k, v
+
+    def clip_keys(self, k: torch.Tensor) -> torch.Tensor:
+        """Shrink every key whose norm exceeds cfg.key_norm_clip back to that norm (no-op when None)."""
+        if self.cfg.key_norm_clip is None:
+            return k
+        norms = k.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # [batch pos head 1]
+        return k * (self.cfg.key_norm_clip / norms).clamp(max=1.0)  # [batch pos head d_head]
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, rope: RopeTables) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE: rotate each pair of q's and k's dimensions by an angle proportional to the position."""
+        q = self.hook_rot_q(positional.apply_rope(q, *rope))  # [batch pos head d_head]
+        k = self.hook_rot_k(positional.apply_rope(k, *rope))  # [batch pos head d_head]
+        return q, k
+
+    def score_inputs(self, q: torch.Tensor, k: torch.Tensor,
+                     opts: CallOptions) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """The score function as (q, k, scale) with score = scale * q.k:
+        scaled_dot 1/sqrt(d_head), dot 1, cosine (unit q and k) cosine_scale; all over temperature."""
+        cfg = self.cfg
         if cfg.score == "cosine":
-            q = F.normalize(q, dim=-1)
+            q = F.normalize(q, dim=-1)  # [batch pos head d_head], unit length
             k = F.normalize(k, dim=-1)
             scale = cfg.cosine_scale
         elif cfg.score == "dot":
             scale = 1.0
         else:
             scale = 1.0 / math.sqrt(cfg.d_head)
-        scale = scale / opts.temperature
+        return q, k, scale / opts.temperature
 
-        qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
-        if self._wants_explicit(opts, mask, mask_kind):
-            z = self._explicit(qh, kh, vh, mask, mask_kind, scale)
-        else:
-            z = self._fused(qh, kh, vh, mask, mask_kind, scale)
-        z = self.hook_z(z.transpose(1, 2))  # [batch pos head d_head]
-        b, p = z.shape[:2]
-        return self.W_O(z.reshape(b, p, cfg.n_heads * cfg.d_head))  # [batch pos d_model]
-
-    def _wants_explicit(self, opts: CallOptions, mask: torch.Tensor, mask_kind: str) -> bool:
+    def wants_explicit(self, opts: CallOptions, mask: torch.Tensor, mask_kind: str) -> bool:
         """The fused kernel hides scores and pattern; use the explicit path when they are asked for."""
         if opts.force_explicit:
             return True
@@ -128,26 +222,74 @@ class Attention(nn.Module):
         # A query that may attend to nothing gets zeros here; the fused kernel would give NaN.
         return mask_kind == "custom" and not bool(mask.any(dim=-1).all())
 
-    def _explicit(self, q, k, v, mask, mask_kind, scale):
-        scores = self.hook_attn_scores((q * scale) @ k.transpose(-2, -1))  # [batch head q k]
-        given = mask.expand(scores.shape)  # [batch head q k]
-        mask = self.hook_mask(given)
-        if mask_kind == "full" and mask is given:
-            pattern = torch.softmax(scores, dim=-1)  # nothing hidden: skip the masking passes
-        else:
-            pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # masked -> exactly 0
-            if mask_kind != "causal" or mask is not given:
-                empty = ~mask.any(dim=-1, keepdim=True)  # [batch head q 1]: queries that may see nothing
-                if bool(empty.any()):
-                    pattern = pattern.masked_fill(empty, 0.0)  # their softmax is NaN; give zeros instead
-        return self.hook_pattern(pattern) @ v  # [batch head q d_head]
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+               mask_kind: str, scale: float) -> torch.Tensor:
+        """The explicit path: score, mask, softmax, weighted sum; q, k, v `[batch head pos d_head]`."""
+        scores = self.score(q, k, scale)  # [batch head q k]
+        mask, mask_kind = self.mask_for(scores, mask, mask_kind)  # [batch head q k]
+        pattern = self.hook_pattern(masked_softmax(scores, mask, mask_kind))  # [batch head q k]
+        return pattern @ v  # [batch head q d_head]
 
-    def _fused(self, q, k, v, mask, mask_kind, scale):
-        if mask_kind == "full":
-            return F.scaled_dot_product_attention(q, k, v, scale=scale)
-        if mask_kind == "causal" and q.shape[-2] == k.shape[-2]:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    def score(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+        """scale * q.k for every query and key, before the mask (scaling q, not the bigger scores)."""
+        return self.hook_attn_scores((q * scale) @ k.transpose(-2, -1))  # [batch head q k]
+
+    def mask_for(self, scores: torch.Tensor, mask: torch.Tensor, mask_kind: str) -> tuple[torch.Tensor, str]:
+        """The bool mask this call applies, `[batch head q k]` (hook_mask may replace it), and its kind."""
+        given = mask.expand(scores.shape)  # [batch head q k]
+        applied = self.hook_mask(given)
+        return applied, (mask_kind if applied is given else "custom")  # a replaced mask promises nothing
+
+    # -- head bookkeeping ----------------------------------------------------------------------
+
+    def split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """`[batch pos head*d_head]` -> `[batch pos head d_head]`."""
+        b, p, _ = t.shape
+        return t.view(b, p, self.cfg.n_heads, self.cfg.d_head)  # [batch pos head d_head]
+
+    def merge_heads(self, z: torch.Tensor) -> torch.Tensor:
+        """`[batch pos head d_head]` -> `[batch pos head*d_head]`, ready for W_O."""
+        b, p = z.shape[:2]
+        return z.reshape(b, p, self.cfg.n_heads * self.cfg.d_head)  # [batch pos head*d_head]
+
+    def hook_points(self) -> list[HookPoint]:
+        """This module's hook points in the order forward calls them (their order in __init__)."""
+        return own_hook_points(self)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, mask_kind: str) -> torch.Tensor:
+    """Softmax over the keys each query may attend to, `[batch head q k]`; masked weights are exactly 0.
+
+    "full" hides nothing (a plain softmax); under "causal" every query sees at least itself; any
+    other mask may leave a query with no key at all, and that query's row is zeros, never NaN.
+    """
+    if mask_kind == "full":
+        return torch.softmax(scores, dim=-1)  # [batch head q k]
+    pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [batch head q k]
+    if mask_kind != "causal":
+        empty = ~mask.any(dim=-1, keepdim=True)  # [batch head q 1]: queries that may see nothing
+        if bool(empty.any()):
+            pattern = pattern.masked_fill(empty, 0.0)  # their softmax is NaN; give zeros instead
+    return pattern
+
+
+def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                    mask_kind: str, scale: float) -> torch.Tensor:
+    """The same weighted sum through `scaled_dot_product_attention` (no scores or pattern to show).
+
+    q, k, v `[batch head pos d_head]` -> `[batch head q d_head]`. Callers make sure every query
+    may attend to some key (the kernel would give NaN where the explicit path gives zeros).
+    """
+    if mask_kind == "full":
+        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+    if mask_kind == "causal" and q.shape[-2] == k.shape[-2]:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def own_hook_points(module: nn.Module) -> list[HookPoint]:
+    """The hook points inside `module`, in the order its __init__ registered them."""
+    return [m for m in module.modules() if isinstance(m, HookPoint)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +308,12 @@ class MLP(nn.Module):
         self.act = nn.GELU() if cfg.act == "gelu" else nn.ReLU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`[batch pos d_model]` -> `[batch pos d_model]`: W_out act(W_in x)."""
         return self.W_out(self.hook_post(self.act(self.hook_pre(self.W_in(x)))))
+
+    def hook_points(self) -> list[HookPoint]:
+        """hook_pre, hook_post: the order forward calls them."""
+        return own_hook_points(self)
 
 
 class Norm(nn.Module):
@@ -178,6 +325,7 @@ class Norm(nn.Module):
         self.hook_normalized = HookPoint()  # [batch pos d_model]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`[batch pos d_model]` -> `[batch pos d_model]`."""
         return self.hook_normalized(self.ln(x))
 
 
@@ -185,6 +333,9 @@ class Block(nn.Module):
     """One layer: self-attention, (cross-attention,) MLP, each wrapped in residual + LayerNorm.
 
     pre-LN:  x = x + f(LN(x))     post-LN:  x = LN(x + f(x))     norm="none": x = x + f(x)
+
+    (without the residual path, `x +` drops out). Each sublayer is two lines of forward: what f
+    reads (`sublayer_input`), and how its output joins the stream (`add_residual`).
     """
 
     def __init__(self, cfg: TransformerConfig, cross: bool = False):
@@ -194,40 +345,65 @@ class Block(nn.Module):
         self.hook_resid_pre = HookPoint()  # [batch pos d_model]
         self.ln1 = Norm(cfg, has_ln)
         self.attn = Attention(cfg)
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
+        self.hook_attn_out = HookPoint()  # [batch pos d_model]
+        self.hook_resid_mid = HookPoint()  # [batch pos d_model]
         if cross:
             self.ln_cross = Norm(cfg, has_ln)
             self.cross_attn = Attention(cfg, cross=True)
-            self.hook_cross_attn_out = HookPoint()
-            self.hook_resid_mid_cross = HookPoint()
+            self.hook_cross_attn_out = HookPoint()  # [batch pos d_model]
+            self.hook_resid_mid_cross = HookPoint()  # [batch pos d_model]
         self.ln2 = Norm(cfg, has_ln)
         self.mlp = MLP(cfg)
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
+        self.hook_mlp_out = HookPoint()  # [batch pos d_model]
+        self.hook_resid_post = HookPoint()  # [batch pos d_model]
 
-    def sublayer(self, x: torch.Tensor, norm: Norm, f: Callable[[torch.Tensor], torch.Tensor],
-                 hook_out: HookPoint, hook_resid: HookPoint) -> torch.Tensor:
-        """Wrap f in the residual and LayerNorm placement the config asks for."""
-        if self.cfg.norm == "post":
-            out = hook_out(f(x))
-            return hook_resid(norm(x + out if self.cfg.residual else out))
-        out = hook_out(f(norm(x)))
-        return hook_resid(x + out if self.cfg.residual else out)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, mask_kind: str, opts: CallOptions,
+                rope: Optional[RopeTables] = None, memory: Optional[torch.Tensor] = None,
+                cross_mask: Optional[torch.Tensor] = None, cross_kind: str = "full",
+                self_kv: Optional[SelfKV] = None, cross_kv: Optional[CrossKV] = None) -> torch.Tensor:
+        """The residual stream `[batch pos d_model]` in and out.
 
-    def forward(self, x, mask, mask_kind, opts, rope=None, memory=None, cross_mask=None,
-                cross_kind="full", kv=None):
-        x = self.hook_resid_pre(x)
-        self_kv = kv.setdefault("self", {}) if kv is not None else None
-        x = self.sublayer(x, self.ln1, lambda h: self.attn(h, mask, mask_kind, opts, rope, kv=self_kv),
-                          self.hook_attn_out, self.hook_resid_mid)
+        mask / mask_kind: this layer's self-attention mask; memory: the encoder output
+        `[batch src d_model]` (decoder blocks of an encoder-decoder), with cross_mask / cross_kind;
+        rope, self_kv, cross_kv: as in Attention.forward.
+        """
+        x = self.hook_resid_pre(x)  # [batch pos d_model]
+        out = self.hook_attn_out(self.attn(self.sublayer_input(x, self.ln1), mask, mask_kind, opts, rope,
+                                           self_kv=self_kv))
+        x = self.add_residual(x, out, self.ln1, self.hook_resid_mid)
         if memory is not None:
-            cross_kv = kv.setdefault("cross", {}) if kv is not None else None
-            x = self.sublayer(
-                x, self.ln_cross,
-                lambda h: self.cross_attn(h, cross_mask, cross_kind, opts, memory=memory, kv=cross_kv),
-                self.hook_cross_attn_out, self.hook_resid_mid_cross)
-        return self.sublayer(x, self.ln2, self.mlp, self.hook_mlp_out, self.hook_resid_post)
+            out = self.hook_cross_attn_out(self.cross_attn(self.sublayer_input(x, self.ln_cross), cross_mask,
+                                                           cross_kind, opts, memory=memory, cross_kv=cross_kv))
+            x = self.add_residual(x, out, self.ln_cross, self.hook_resid_mid_cross)
+        out = self.hook_mlp_out(self.mlp(self.sublayer_input(x, self.ln2)))
+        return self.add_residual(x, out, self.ln2, self.hook_resid_post)
+
+    def sublayer_input(self, x: torch.Tensor, norm: Norm) -> torch.Tensor:
+        """What a sublayer reads: LN(x) (pre-LN, and the identity for norm="none"), or x itself (post-LN)."""
+        return x if self.cfg.norm == "post" else norm(x)
+
+    def add_residual(self, x: torch.Tensor, out: torch.Tensor, norm: Norm, hook_resid: HookPoint) -> torch.Tensor:
+        """The stream after a sublayer: x + out, normalised afterwards for post-LN (out alone without residual)."""
+        y = x + out if self.cfg.residual else out  # [batch pos d_model]
+        return hook_resid(norm(y) if self.cfg.norm == "post" else y)
+
+    def sublayers(self) -> list[tuple[Norm, Attention | MLP, HookPoint, HookPoint]]:
+        """(norm, f, hook_out, hook_resid) of each sublayer, in forward order."""
+        subs = [(self.ln1, self.attn, self.hook_attn_out, self.hook_resid_mid)]
+        if hasattr(self, "cross_attn"):
+            subs.append((self.ln_cross, self.cross_attn, self.hook_cross_attn_out, self.hook_resid_mid_cross))
+        subs.append((self.ln2, self.mlp, self.hook_mlp_out, self.hook_resid_post))
+        return subs
+
+    def hook_points(self) -> list[HookPoint]:
+        """This block's hook points in the order forward calls them: post-LN normalises after f."""
+        points = [self.hook_resid_pre]
+        for norm, f, hook_out, hook_resid in self.sublayers():
+            if self.cfg.norm == "post":
+                points += [*f.hook_points(), hook_out, norm.hook_normalized, hook_resid]
+            else:
+                points += [norm.hook_normalized, *f.hook_points(), hook_out, hook_resid]
+        return points
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,6 +431,28 @@ class Stack(nn.Module):
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
 
+    def forward(self, tokens: torch.Tensor, masks: Sequence[LayerMask], opts: CallOptions,
+                memory: Optional[torch.Tensor] = None, cross_masks: Optional[Sequence[LayerMask]] = None,
+                offset: int = 0, kv: Optional[KVCache] = None) -> torch.Tensor:
+        """tokens `[batch pos]` -> the final normalised residual stream `[batch pos d_model]`.
+
+        masks: one (mask, kind) per layer; memory and cross_masks: the encoder output and the
+        cross-attention masks (decoder of an encoder-decoder). offset: the position of the first
+        token (decoding steps with a cache); kv: that cache.
+        """
+        b, n = tokens.shape
+        embed = self.hook_embed(self.W_E(tokens))  # [batch pos d_model]
+        pos = self.hook_pos_embed(self.positions(opts.pos, n, offset, embed).expand(b, n, -1))  # [batch pos d_model]
+        x = embed + pos  # [batch pos d_model]
+        rope = self.rope_tables(n, offset, x) if opts.pos == "rope" else None
+        for i, block in enumerate(self.blocks):
+            mask, kind = masks[i]
+            cross_mask, cross_kind = cross_masks[i] if cross_masks is not None else (None, "full")
+            self_kv, cross_kv = kv.layer(i) if kv is not None else (None, None)
+            x = block(x, mask, kind, opts, rope, memory, cross_mask, cross_kind,
+                      self_kv=self_kv, cross_kv=cross_kv)  # [batch pos d_model]
+        return self.ln_final(x)
+
     def positions(self, scheme: str, n: int, offset: int, like: torch.Tensor) -> torch.Tensor:
         """The additive positional embedding `[n, d_model]` for positions offset..offset+n-1."""
         end = offset + n
@@ -272,26 +470,24 @@ class Stack(nn.Module):
             return self.W_pos.weight[offset:end]
         return like.new_zeros(n, self.cfg.d_model)
 
-    def rope_tables(self, n: int, offset: int, like: torch.Tensor):
+    def rope_tables(self, n: int, offset: int, like: torch.Tensor) -> RopeTables:
+        """RoPE's cos and sin `[n, d_head/2]` for positions offset..offset+n-1, in like's dtype."""
         end = offset + n
         if end <= self.rope_cos.shape[0]:
             return self.rope_cos[offset:end].to(like.dtype), self.rope_sin[offset:end].to(like.dtype)
         return positional.rope_cos_sin(n, self.cfg.d_head, self.cfg.rope_base, offset,
                                        dtype=like.dtype, device=like.device)
 
-    def forward(self, tokens, masks, opts: CallOptions, memory=None, cross_masks=None,
-                offset: int = 0, kv: Optional[list] = None):
-        b, n = tokens.shape
-        embed = self.hook_embed(self.W_E(tokens))  # [batch pos d_model]
-        pos = self.hook_pos_embed(self.positions(opts.pos, n, offset, embed).expand(b, n, -1))
-        x = embed + pos
-        rope = self.rope_tables(n, offset, x) if opts.pos == "rope" else None
-        for i, block in enumerate(self.blocks):
-            mask, kind = masks[i]
-            cross_mask, cross_kind = cross_masks[i] if cross_masks is not None else (None, "full")
-            x = block(x, mask, kind, opts, rope, memory, cross_mask, cross_kind,
-                      kv=kv[i] if kv is not None else None)
-        return self.ln_final(x)
+    def cross_keys_values(self, memory: torch.Tensor) -> list[CrossKV]:
+        """Every block's cross-attention keys and values of the encoder output, for a KVCache."""
+        return [CrossKV(*block.cross_attn.keys_values(memory)) for block in self.blocks]
+
+    def hook_points(self) -> list[HookPoint]:
+        """This stack's hook points in the order forward calls them."""
+        points = [self.hook_embed, self.hook_pos_embed]
+        for block in self.blocks:
+            points += block.hook_points()
+        return points + [self.ln_final.hook_normalized]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,24 +512,29 @@ class Transformer(nn.Module):
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.hook_logits = HookPoint()  # [batch pos vocab]
         self.apply(_init_weights)
-        self._hooks: dict[str, HookPoint] = {}
         for path, module in self.named_modules():
             if isinstance(module, HookPoint):
-                name = path[len("stack."):] if path.startswith("stack.") else path
-                module.name = name
-                self._hooks[name] = module
+                module.name = path.removeprefix("stack.")
+        self._hooks = {hook.name: hook for hook in self.hook_points()}  # in forward order
 
     # -- names --------------------------------------------------------------------------------
 
+    def hook_points(self) -> list[HookPoint]:
+        """Every hook point in the order a forward pass (with everything captured) calls them."""
+        stacks = [self.encoder, self.decoder] if self.is_encoder_decoder else [self.stack]
+        return [hook for stack in stacks for hook in stack.hook_points()] + [self.hook_logits]
+
     def hook_names(self, pos: Optional[str] = None) -> list[str]:
-        """Every hook name in the order a forward pass visits them.
+        """Every hook name in the order a forward pass (with everything captured) calls them.
 
         The RoPE hooks (`hook_rot_q`, `hook_rot_k`) are listed when the (per-call) scheme is "rope".
+        Post-LN blocks call a sublayer's `ln*.hook_normalized` after its output hook, not before.
         """
         scheme = pos or self.cfg.pos
         return [n for n in self._hooks if scheme == "rope" or not n.endswith(("hook_rot_q", "hook_rot_k"))]
 
     def hook_point(self, name: str) -> HookPoint:
+        """The hook point called `name` (a ValueError naming hook_names() if there is none)."""
         if name not in self._hooks:
             raise ValueError(f"no hook point named {name!r}; see model.hook_names()")
         return self._hooks[name]
@@ -372,11 +573,14 @@ class Transformer(nn.Module):
             x = self.stack(tokens, masks, opts)
         return self.hook_logits(self.unembed(x))
 
-    def encode(self, src, src_mask, opts):
+    def encode(self, src: torch.Tensor, src_mask: MaskArg, opts: CallOptions) -> torch.Tensor:
+        """The encoder's output `[batch src d_model]` (the memory cross-attention reads)."""
         n = src.shape[1]
         return self.encoder(src, self._layer_masks(src_mask, n, n, False, "src_mask"), opts)
 
-    def decode(self, tgt, memory, tgt_mask, cross_mask, opts, offset: int = 0, kv=None):
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: MaskArg, cross_mask: MaskArg,
+               opts: CallOptions, offset: int = 0, kv: Optional[KVCache] = None) -> torch.Tensor:
+        """The decoder's final stream `[batch tgt d_model]`; tgt starts at position `offset`."""
         n_q, n_k = tgt.shape[1], offset + tgt.shape[1]
         masks = self._layer_masks(tgt_mask, n_q, n_k, True, "tgt_mask", offset)
         cross = self._layer_masks(cross_mask, n_q, memory.shape[1], False, "cross_mask")
@@ -453,20 +657,20 @@ class Transformer(nn.Module):
             memory = self.encode(src, None, opts)
         else:
             out = self._check_tokens(tokens, self.cfg.vocab_size, "tokens")
-        kv = [dict() for _ in range(self.cfg.n_layers)] if use_cache else None
-        fed = 0  # how many positions the cache already holds
+        kv = None
+        if use_cache:
+            cross = self.decoder.cross_keys_values(memory) if memory is not None else None
+            kv = KVCache.empty(self.cfg.n_layers, cross)
         for _ in range(steps):
-            chunk = out[:, fed:] if use_cache else out
-            offset = fed if use_cache else 0
+            past = kv.length if kv is not None else 0  # positions whose keys and values are stored
+            chunk = out[:, past:]  # [batch new]: every position without a cache, the newest with one
             if memory is not None:
-                x = self.decode(chunk, memory, None, None, opts, offset=offset, kv=kv)
+                x = self.decode(chunk, memory, None, None, opts, offset=past, kv=kv)  # [batch new d_model]
             else:
                 n = chunk.shape[1]
-                masks = self._layer_masks(None, n, offset + n, True, "mask", offset)
-                x = self.stack(chunk, masks, opts, offset=offset, kv=kv)
+                masks = self._layer_masks(None, n, past + n, True, "mask", past)
+                x = self.stack(chunk, masks, opts, offset=past, kv=kv)  # [batch new d_model]
             logits = self.unembed(x[:, -1])  # [batch vocab]
-            if use_cache:
-                fed = out.shape[1]
             out = torch.cat([out, logits.argmax(-1, keepdim=True)], dim=1)  # [batch pos+1]
         return out
 
@@ -537,7 +741,7 @@ class Transformer(nn.Module):
         return tokens.to(device=self.device, dtype=torch.long)
 
     def _layer_masks(self, mask: MaskArg, n_q: int, n_k: int, causal: bool, what: str,
-                     offset: int = 0) -> list[tuple[torch.Tensor, str]]:
+                     offset: int = 0) -> list[LayerMask]:
         """One (mask [.., q, k] bool, kind) per layer: kind is 'full', 'causal' or 'custom'."""
         if causal:
             default = (torch.ones(n_q, n_k, dtype=torch.bool, device=self.device).tril(diagonal=offset), "causal")

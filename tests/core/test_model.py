@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from core import masks
+from core.hooks import HookPoint
 from core.model import Transformer, TransformerConfig
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -41,13 +42,37 @@ def call(model, toks, **kw):
 # -- hook names ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arch,pos", [("decoder", "sinusoidal"), ("encoder", "learned"),
-                                      ("encoder-decoder", "sinusoidal"), ("decoder", "rope")])
-def test_hook_names_snapshot(arch, pos):
-    names = make(arch, pos).hook_names()
-    snap = SNAPSHOTS / f"hook_names_{arch}_{pos}.txt"
+@pytest.mark.parametrize("arch,pos,norm", [("decoder", "sinusoidal", "pre"), ("encoder", "learned", "pre"),
+                                           ("encoder-decoder", "sinusoidal", "pre"), ("decoder", "rope", "pre"),
+                                           ("encoder-decoder", "sinusoidal", "post")])
+def test_hook_names_snapshot(arch, pos, norm):
+    names = make(arch, pos, norm=norm).hook_names()
+    snap = SNAPSHOTS / f"hook_names_{arch}_{pos}{'' if norm == 'pre' else '_' + norm}.txt"
     assert snap.read_text().split() == names
     assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+@pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder-decoder"])
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope"])
+def test_hook_names_are_in_the_order_a_forward_calls_them(arch, norm, pos):
+    model = make(arch, pos, norm=norm, n_layers=3)
+    fired = []
+
+    def record(tensor, hook):
+        fired.append(hook.name)  # returns None: the tensor goes on unchanged
+
+    x = tokens()
+    kw = {"tgt": x[:, :6]} if arch == "encoder-decoder" else {}
+    model.run_with_hooks(x, fwd=[("*", record)], **kw)  # every name touched, so the explicit path runs
+    assert fired == model.hook_names()
+    registered = {m.name for m in model.modules() if isinstance(m, HookPoint)}
+    rope_only = {n for n in registered if n.endswith(("hook_rot_q", "hook_rot_k"))}
+    assert set(fired) == (registered if pos == "rope" else registered - rope_only)
+    if norm == "post":  # a post-LN sublayer normalises after its output, so the old module order was wrong
+        first = "decoder.blocks.0." if arch == "encoder-decoder" else "blocks.0."
+        assert fired.index(first + "hook_attn_out") < fired.index(first + "ln1.hook_normalized") \
+            < fired.index(first + "hook_resid_mid")
 
 
 def test_hook_names_follow_transformerlens_and_every_hook_fires():
