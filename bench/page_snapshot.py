@@ -62,9 +62,11 @@ def _elements(node, path="") -> list[tuple[str, dict]]:
     return out
 
 
-def snapshot() -> dict:
+def snapshot(pages: list[str] | None = None) -> dict:
     shots = {}
     for page, states in STATES.items():
+        if pages and page not in pages:
+            continue
         for i, query in enumerate(states):
             at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
             for k, v in query.items():
@@ -111,12 +113,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the snapshot here (JSON)")
     parser.add_argument("--compare", help="compare with this earlier snapshot")
+    parser.add_argument("--pages", nargs="*", help="only these pages (e.g. pages/heads.py)")
     args = parser.parse_args()
-    shots = json.loads(json.dumps(snapshot(), default=str))
+    shots = json.loads(json.dumps(snapshot(args.pages), default=str))
     if args.out:
         Path(args.out).write_text(json.dumps(shots))
     if args.compare:
-        diffs = compare(json.loads(Path(args.compare).read_text()), shots)
+        before = json.loads(Path(args.compare).read_text())
+        diffs = compare({k: v for k, v in before.items() if k in shots}, shots)
         print(f"{diffs} differences")
 
 

@@ -9,7 +9,6 @@ is in ui.heads_runs; figures come from core.figures.heads through ui.figures.cac
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
@@ -25,10 +24,11 @@ from core.figures import heads as FH
 from core.figures.heatmaps import attention_heatmap
 from core.figures.train import training_curves
 from core.tasks import IGNORE, Task
-from ui import heads_runs as R, query
+from ui import heads_runs as R
 from ui.figures import cached
 from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
-from ui.page import index_picker, try_this
+from ui.page import pick_index, try_this
+from ui.params import Choice, Int, Multi, Params
 from ui.runs import run
 from ui.sidebar import Selection
 
@@ -37,8 +37,33 @@ VIEW_SUB, VIEW_CIRC, VIEW_PCA, VIEW_ROLES, VIEW_ABL, VIEW_TOY, VIEW_ORTH = (
     "subspaces", "circuits", "qk", "roles", "ablation", "toy", "orthogonal")
 VIEWS = {VIEW_SUB: "Subspaces", VIEW_CIRC: "Circuits", VIEW_PCA: "Queries & keys", VIEW_ROLES: "Roles & redundancy",
          VIEW_ABL: "Ablation", VIEW_TOY: "Two-head toy", VIEW_ORTH: "Orthogonal query"}
+VIEW_OF_LABEL = {label: view for view, label in VIEWS.items()}
 TOY_STEP_CHOICES = [200, 300, 400, 600, 800, 1000, 1500]
 TOY_KEY = "heads.toy_result"  # survives page switches: the toy this session trained
+
+
+def view_word(label: str) -> str:
+    """A tab's short URL name ('roles') for its title ('Roles & redundancy')."""
+    return VIEW_OF_LABEL.get(label, label)
+
+
+def head_word(ref) -> str:
+    """A head as the `ablate` URL writes it: 'L1H2', or 'crossL0H1' for an encoder-decoder's."""
+    return _label(ref).replace(" ", "")
+
+
+# Every URL parameter of the page, once; model-dependent ranges (layers, heads, query rows, the heads
+# that can be ablated) are given when the widget is drawn.
+URL = Params(
+    "heads",
+    Choice("kind", "enc", choices=("enc", "dec", "cross")),
+    Int("layer", 0, lo=0, hi=0), Int("head", 0, lo=0, hi=0),
+    Choice("view", VIEWS[VIEW_SUB], choices=tuple(VIEWS.values()), label=view_word, omit_default=True),
+    Choice("matrix", "W_V", choices=tuple(MATRICES), key="heads.which", omit_default=True),
+    Multi("ablate", (), label=head_word, omit_default=True),
+    Choice("mode", "zero", choices=tuple(ABLATION_MODES), omit_default=True),
+    Int("oq", 0, lo=0, hi=0, key="heads.orth_query"),
+)
 # Figures memoised on their data and shipped pre-serialised (ui.figures.cached), wrapped once per process
 angle_fig = cached(FH.angle_heatmap)
 gram_fig = cached(FH.gram_heatmap)
@@ -67,50 +92,28 @@ def pick_kind(sel: Selection) -> AttentionKind:
     """Which attention: only encoder-decoder models have more than one kind."""
     kinds = attention_kinds(sel.arch)
     if len(kinds) == 1:
+        URL.kind.clear()
         return kinds[0]
-    by_key = seed_kind(sel)
-    key = st.segmented_control("Which attention", list(by_key), key="heads.kind", required=True,
-                               format_func=lambda k: by_key[k].label)
-    return by_key[key]
-
-
-def seed_kind(sel: Selection) -> dict:
-    """The attention kind from the URL (`kind`, encoder-decoder only); returns the kinds by key."""
-    kinds = attention_kinds(sel.arch)
     by_key = {k.key: k for k in kinds}
-    if len(kinds) > 1:
-        query.seed("heads.kind", "kind", lambda p: query.parse_choice(p, list(by_key)), kinds[0].key,
-                   valid=lambda v: v in by_key)
-    return by_key
-
-
-def seed_view() -> None:
-    """The open tab from the URL (`view`)."""
-    by_label = {label: view for view, label in VIEWS.items()}
-    query.seed("heads.view", "view", lambda p: VIEWS.get(query.parse_choice(p, list(VIEWS)) or ""),
-               VIEWS[VIEW_SUB], valid=lambda v: v in by_label)
-
-
-def seed_ablation(options: list) -> None:
-    """The ablated heads (`ablate`) and the replacement (`mode`) from the URL."""
-    query.seed("heads.ablate", "ablate", lambda p: parse_heads(query.parse_text(p), options), [],
-               valid=lambda v: isinstance(v, list) and all(r in options for r in v))
-    query.seed("heads.mode", "mode", lambda p: query.parse_choice(p, ABLATION_MODES), "zero")
+    key = URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
+                          format_func=lambda k: by_key[k].label)
+    return by_key[key]
 
 
 def seed_url(sel: Selection) -> None:
     """Read every URL parameter of this page before anything is drawn, so notes about bad values
     appear at the top of this very run."""
     cfg = sel.model.cfg
-    by_key = seed_kind(sel)
-    kind = by_key.get(st.session_state.get("heads.kind"), next(iter(by_key.values())))
-    query.seed_index("heads.layer", "layer", cfg.n_layers, 0)
-    query.seed_index("heads.head", "head", cfg.n_heads, 0)
-    seed_view()
-    query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, MATRICES), "W_V")
-    seed_ablation(all_heads(sel.model))
+    kinds = attention_kinds(sel.arch)
+    by_key = {k.key: k for k in kinds}
+    kind = by_key[URL.kind.seed(choices=tuple(by_key))] if len(kinds) > 1 else kinds[0]
+    URL.layer.seed(hi=cfg.n_layers - 1)
+    URL.head.seed(hi=cfg.n_heads - 1)
+    for param in (URL.view, URL.matrix, URL.mode):
+        param.seed()
+    URL.ablate.seed(choices=tuple(all_heads(sel.model)))
     n_q = len(axis_tokens(kind, sel.tokens, sel.tgt_tokens)[0])
-    query.seed_index("heads.orth_query", "oq", n_q, orth_default(cfg, n_q))
+    URL.oq.seed(hi=n_q - 1, default=orth_default(cfg, n_q))
 
 
 def orth_default(cfg, n_q: int) -> int:
@@ -120,11 +123,9 @@ def orth_default(cfg, n_q: int) -> int:
 
 def pick_view() -> dict:
     """The tabs; only the open one is computed, and it is in the URL as `view`."""
-    by_label = {label: view for view, label in VIEWS.items()}
-    seed_view()
-    tabs = st.tabs(list(VIEWS.values()), key="heads.view", on_change="rerun")
-    view = by_label.get(st.session_state.get("heads.view"), VIEW_SUB)
-    query.write(view=None if view == VIEW_SUB else view)
+    URL.view.seed()
+    tabs = st.tabs(list(VIEWS.values()), key=URL.view.key, on_change="rerun")
+    URL.view.write(st.session_state.get(URL.view.key, VIEWS[VIEW_SUB]))
     return dict(zip(VIEWS, tabs))
 
 
@@ -154,9 +155,8 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
     c1, c2, c3 = st.columns([3, 2, 2])
     with c1:
-        query.seed("heads.which", "matrix", lambda p: query.parse_choice(p, MATRICES), "W_V")
-        which = st.segmented_control("Matrix", list(MATRICES), key="heads.which", required=True,
-                                     help="W_Q, W_K, W_V: what a head reads from the residual stream. W_O (transposed): where it writes.")
+        which = URL.matrix.widget(st.segmented_control, "Matrix", required=True,
+                                  help="W_Q, W_K, W_V: what a head reads from the residual stream. W_O (transposed): where it writes.")
     with c2:
         reduce = st.segmented_control("Angle shown in each cell", ["mean", "min"], key="heads.reduce",
                                       default="mean", required=True,
@@ -165,7 +165,6 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
         normalised = st.toggle("Scale-free norms", key="heads.norm_gram",
                                help="Divide each norm by ‖W^i‖ ‖W^j‖, so it no longer depends on how large the "
                                     "weights are.")
-    query.write(matrix=None if which == "W_V" else which)
     rep = R.subspaces(sel.model_id, sel.device, kind.key, layer, which, reduce)
     labels = [f"H{h}" for h in range(cfg.n_heads)]
     left, right = st.columns(2)
@@ -390,24 +389,6 @@ def roles_panel(sel: Selection, kind: AttentionKind):
              "Look for two heads with high pattern similarity: ablate both on the Ablation tab, then one at a time.")
 
 
-HEAD_RE = re.compile(r"^(?:(enc|dec|cross|self)\s*)?L(\d+)\s*H(\d+)$", re.IGNORECASE)
-
-
-def parse_heads(text: str, options: list) -> list | None:
-    """The `ablate` URL parameter ("L1H2,L0H3" or "cross L0H1") as head refs; None (with a note) if unreadable."""
-    if text is None:
-        return None
-    refs, bad = [], []
-    by_label = {_label(r).replace(" ", "").lower(): r for r in options}
-    for part in [p.strip() for p in text.split(",") if p.strip()]:
-        ref = by_label.get(part.replace(" ", "").lower())
-        (refs if ref is not None else bad).append(ref if ref is not None else part)
-    if bad:
-        query.note(f"URL parameter ablate: no head called {', '.join(repr(b[:20]) for b in bad[:4])} in this model; "
-                   f"ignored.")
-    return refs
-
-
 def _label(ref) -> str:
     """'L1 H2' for a self-attention head, 'cross L0 H1' for an encoder-decoder's."""
     key, layer, head = ref
@@ -427,14 +408,13 @@ def ablation_panel(sel: Selection):
     st.latex(r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
              r"\mathbb{E}_{x}\big[z^h(x)\big],\qquad \Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
     options = all_heads(model)
-    seed_ablation(options)
     c1, c2 = st.columns([4, 1])
-    chosen = c1.multiselect("Heads to remove", options, key="heads.ablate", format_func=_label,
-                            placeholder="Pick one or more heads")
-    mode = c2.segmented_control("Replace by", list(ABLATION_MODES), key="heads.mode", required=True,
-                                format_func={"zero": "zeros", "mean": "mean"}.get)
-    query.write(ablate=",".join(_label(r).replace(" ", "") for r in chosen) or None,
-                mode=None if mode == "zero" else mode)
+    with c1:
+        chosen = URL.ablate.widget(st.multiselect, "Heads to remove", choices=tuple(options),
+                                   format_func=_label, placeholder="Pick one or more heads")
+    with c2:
+        mode = URL.mode.widget(st.segmented_control, "Replace by", required=True,
+                               format_func={"zero": "zeros", "mean": "mean"}.get)
     try:
         base = R.ablation(sel.model_id, sel.device, task.name, (), mode)
         result = R.ablation(sel.model_id, sel.device, task.name, tuple(chosen), mode)
@@ -596,11 +576,10 @@ def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
     default = orth_default(cfg, len(q_tokens))
     c1, c2 = st.columns(2)
     with c1:
-        qpos = index_picker("Query token", "heads.orth_query", "oq", len(q_tokens), default,
-                          fmt=lambda i: f"{i}: {q_tokens[i]}", buttons=0)
+        qpos = pick_index(URL.oq, "Query token", len(q_tokens), default, fmt=lambda i: f"{i}: {q_tokens[i]}",
+                          buttons=0)
     with c2:
         alpha = st.slider("Size of the added part (times |q|)", 0.0, 10.0, 3.0, 0.5, key="heads.orth_alpha")
-    query.write(oq=qpos)
     visible = np.arange(qpos + 1) if kind.causal else np.arange(len(k_tokens))
     keys = k_all[visible]
     scale = 1.0 / np.sqrt(cfg.d_head) if cfg.score == "scaled_dot" else 1.0
@@ -649,10 +628,9 @@ def controls(sel: Selection) -> tuple[AttentionKind, int, int]:
     with st.container(border=True):
         c1, c2 = st.columns(2)
         with c1:
-            layer = index_picker("Layer", "heads.layer", "layer", cfg.n_layers, 0)
+            layer = pick_index(URL.layer, "Layer", cfg.n_layers)
         with c2:
-            head = index_picker("Head", "heads.head", "head", cfg.n_heads, 0)
-    query.write(kind=kind.key if len(attention_kinds(sel.arch)) > 1 else None, layer=layer, head=head)
+            head = pick_index(URL.head, "Head", cfg.n_heads)
     return kind, layer, head
 
 

@@ -190,22 +190,39 @@ class Float(Param):
         return {}
 
 
+def _plain(text: str) -> str:
+    """A URL word compared without case or spaces ('L0 H1' matches 'l0h1')."""
+    return "".join(text.split()).lower()
+
+
 @dataclass(frozen=True)
 class Choice(Param):
-    """One of a list of values (strings, or numbers written as text in the URL)."""
+    """One of a list of values (strings, or numbers); `label` says how a value is written in the URL
+    (e.g. a tab's short name for its title), matched without case or spaces."""
 
     choices: tuple = ()
+    label: Callable[[Any], str] = str
 
     def bounds(self, **overrides) -> dict:
         return {"choices": tuple(self.choices), **super().bounds(**overrides)}
 
     def parse(self, raw_name: str, bounds: dict) -> Any:
-        choices = list(bounds["choices"])
-        raw = query.parse_choice(raw_name, [self.text(c) for c in choices])
-        return None if raw is None else choices[[self.text(c) for c in choices].index(raw)]
+        raw = query.parse_text(raw_name)
+        if raw is None:
+            return None
+        by_word = {_plain(self.label(c)): c for c in bounds["choices"]}
+        if _plain(raw) in by_word:
+            return by_word[_plain(raw)]
+        words = [self.label(c) for c in bounds["choices"]]
+        shown = ", ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+        query.note(f"URL parameter {raw_name}={raw[:40]!r} is not one of: {shown}; using the default.")
+        return None
 
     def fit(self, value: Any, bounds: dict) -> Any:
         return value if value in bounds["choices"] else None
+
+    def text(self, value: Any) -> str:
+        return self.label(value)
 
     def widget_kwargs(self, widget_name: str, bounds: dict) -> dict:
         return {"options": list(bounds["choices"])} if widget_name in OPTION_WIDGETS else {}
@@ -225,10 +242,12 @@ class Choice(Param):
 
 @dataclass(frozen=True)
 class Multi(Param):
-    """Several of a list of values, written in the URL joined by `sep`; unknown items are dropped with a note."""
+    """Several of a list of values, written in the URL joined by `sep` (each as `label` writes it);
+    unknown items are dropped with a note."""
 
     choices: tuple = ()
     sep: str = ","
+    label: Callable[[Any], str] = str
 
     def bounds(self, **overrides) -> dict:
         return {"choices": tuple(self.choices), **super().bounds(**overrides)}
@@ -237,13 +256,13 @@ class Multi(Param):
         raw = query.parse_text(raw_name)
         if raw is None:
             return None
-        names = {self.text(c): c for c in bounds["choices"]}
+        by_word = {_plain(self.label(c)): c for c in bounds["choices"]}
         parts = [p.strip() for p in raw.split(self.sep) if p.strip()]
-        unknown = [p for p in parts if p not in names]
+        unknown = [p for p in parts if _plain(p) not in by_word]
         if unknown:
-            query.note(f"URL parameter {raw_name} has unknown values ({', '.join(u[:30] for u in unknown[:5])}); "
+            query.note(f"URL parameter {raw_name} has unknown values ({', '.join(repr(u[:20]) for u in unknown[:4])}); "
                        f"they were left out.")
-        return [names[p] for p in dict.fromkeys(parts) if p in names]
+        return list(dict.fromkeys(by_word[_plain(p)] for p in parts if _plain(p) in by_word))
 
     def fit(self, value: Any, bounds: dict) -> Optional[list]:
         if not isinstance(value, (list, tuple)):
@@ -252,13 +271,17 @@ class Multi(Param):
         return kept if len(kept) == len(value) else None
 
     def text(self, value: Any) -> str:
-        return self.sep.join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+        return self.sep.join(self.label(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
 
     def widget_kwargs(self, widget_name: str, bounds: dict) -> dict:
         return {"options": list(bounds["choices"])} if widget_name in OPTION_WIDGETS else {}
 
     def seed(self, *, default: Any = None, **kwargs) -> Any:
         return super().seed(default=list(self.default if default is None else default), **kwargs)
+
+    def write(self, value: Any, default: Any = None) -> None:
+        """An empty selection at an empty default leaves the URL (as `omit_default` says)."""
+        super().write(list(value), default=list(self.default if default is None else default))
 
 
 @dataclass(frozen=True)
