@@ -8,11 +8,13 @@ In reading order:
 2. Leak: the probability mass a finite constant lets through, in float32 and float16.
 3. Cost: dense vs block-sparse attention, timed on this machine.
 4. A model under a mask: masked runs, task accuracy, and measured influence (gradients).
+5. The mask as a graph: Laplacian, spectrum and reach by depth, receptive fields.
+6. The tables the Masks page shows: predictions under two masks, empty rows, leaks on real scores,
+   and the encoder-vs-decoder comparison on the future-legality task.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +27,7 @@ from core import masks as M
 from core.analysis import tensor_from
 from core.device import one_thread
 from core.tasks import IGNORE, Task, get_task
+from core.train import evaluate
 
 MASK_CONSTANTS: dict[str, float] = {"-1e4": -1e4, "-1e9": -1e9, "-inf": float("-inf")}
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16}
@@ -148,18 +151,14 @@ LEAK_GAPS = np.logspace(0, 10, 121)  # the gaps the leak chart is drawn over, 1 
 LEAK_GAPS.flags.writeable = False
 
 
-@functools.lru_cache(maxsize=64)
 def leak_curves(n_forbidden: int) -> dict[str, np.ndarray]:
     """The leak curve over LEAK_GAPS of every number format and mask constant, named "<format> <constant>".
 
-    A pure function of the number of blocked keys, so it is kept: 726 softmaxes per call. The arrays
-    are read-only because every caller shares them.
+    A pure function of the number of blocked keys (726 softmaxes a call): worth keeping, which the
+    caller does (the Masks page through ui.masks_runs).
     """
-    curves = {f"{d} {c}": leak_curve(LEAK_GAPS, n_forbidden, value, dtype)
-              for d, dtype in DTYPES.items() for c, value in MASK_CONSTANTS.items()}
-    for curve in curves.values():
-        curve.flags.writeable = False
-    return curves
+    return {f"{d} {c}": leak_curve(LEAK_GAPS, n_forbidden, value, dtype)
+            for d, dtype in DTYPES.items() for c, value in MASK_CONSTANTS.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,6 +253,23 @@ def run_masked(model, ids: torch.Tensor, names, mask_arg=None, tgt: Optional[tor
     return model.run_with_cache(ids, names, **extra, **mask_kwargs(model, mask_arg))
 
 
+def masked_patterns(model, ids: torch.Tensor, mask_arg=None,
+                    tgt: Optional[torch.Tensor] = None) -> dict[str, np.ndarray]:
+    """Logits, and the self-attention scores and patterns ``[layer head q k]`` of every layer on the
+    masked side (the decoder of an encoder-decoder), of one call under the mask (None = default)."""
+    prefix = "decoder." if model.cfg.arch == "encoder-decoder" else ""
+    layers = range(model.cfg.n_layers)
+    names = [f"{prefix}blocks.{i}.attn.{h}" for i in layers for h in ("hook_attn_scores", "hook_pattern")]
+    logits, cache = run_masked(model, ids, names, mask_arg, tgt)
+
+    def per_layer(hook: str) -> np.ndarray:
+        return np.stack([cache[f"{prefix}blocks.{i}.attn.{hook}"][0].float().cpu().numpy()
+                         for i in layers])  # [layer head q k]
+
+    return {"logits": logits.float().cpu().numpy(), "scores": per_layer("hook_attn_scores"),
+            "pattern": per_layer("hook_pattern")}
+
+
 def length_for_width(task: Task, arch: str, width: int) -> Optional[int]:
     """The content length whose examples are exactly ``width`` positions wide on the masked side
     (the decoder input for encoder-decoder), or None if the task never makes that width."""
@@ -315,3 +331,128 @@ def influence(model, ids: torch.Tensor, mask_arg=None, tgt: Optional[torch.Tenso
 def scored_positions(targets: Optional[Sequence[int]]) -> list[int]:
     """Positions a task scores (not IGNORE)."""
     return [] if targets is None else [p for p, t in enumerate(targets) if t != IGNORE]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. The mask as a graph
+# ---------------------------------------------------------------------------------------------
+
+
+def graph_facts(stack: np.ndarray, layer: int, same_for_every_layer: bool) -> dict:
+    """The graph of the masks ``stack`` [layer q k]: the chosen layer's Laplacian, spectrum, lambda_2
+    and number of separate pieces, and how the share of reached pairs grows with depth (past the
+    model's layers the last mask repeats). ``reach`` is [q k] through the model's own layers,
+    ``stacked`` the masks [depth q k] the depth curve used."""
+    per = [tensor_from(m) for m in stack]
+    t, n, layers = per[layer], stack.shape[-1], len(per)
+    spectrum = M.laplacian_spectrum(t)
+    full_at = M.layers_to_reach_all(t) if same_for_every_layer else None
+    depth = max(layers, full_at if full_at is not None else min(n - 1, 8))
+    stacked = per + [per[-1]] * (depth - layers)  # beyond the model's layers, the last mask repeats
+    shares = [1.0 / n] + [float(M.reachability(stacked[:d]).float().mean()) for d in range(1, depth + 1)]
+    if not same_for_every_layer:
+        full_at = next((d for d, s in enumerate(shares) if s >= 1.0), None)
+    return {"laplacian": M.laplacian(t), "spectrum": spectrum, "lambda2": M.algebraic_connectivity(t),
+            "pieces": int((spectrum < 1e-9).sum()), "shares": shares, "full_at": full_at,
+            "reach": M.reachability(per).numpy(),  # [q k] through the model's own layers
+            "stacked": np.stack([m.numpy() for m in stacked])}  # [depth q k]
+
+
+def receptive_fields(stacked: np.ndarray, token: int, max_rows: int) -> np.ndarray:
+    """Keys that can reach ``token`` after 1, 2, ... layers of ``stacked`` [depth q k], for at most
+    ``max_rows`` layers: [layer k]."""
+    per = [tensor_from(m) for m in stacked[:max_rows]]
+    return torch.stack(M.receptive_field(per, token)).numpy()
+
+
+def edge_counts(mask: np.ndarray) -> dict[str, int]:
+    """Edges of one mask [q k]: how many look back (key before query), ahead, and tokens that may
+    attend to themselves."""
+    return {"back": int(np.tril(mask, -1).sum()), "ahead": int(np.triu(mask, 1).sum()),
+            "self": int(np.trace(mask))}
+
+
+def influence_check(measured: np.ndarray, reach: np.ndarray) -> dict[str, int]:
+    """Does the measured influence [q k] obey the graph's reach [q k]? Pairs without a route, those of
+    them with a nonzero gradient (leaks, must be 0), pairs with a route, and those with a zero gradient."""
+    return {"no_route": int((~reach).sum()), "leaks": int(((measured > 0) & ~reach).sum()),
+            "route": int(reach.sum()), "silent": int(((measured == 0) & reach).sum())}
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. The tables of the Masks page
+# ---------------------------------------------------------------------------------------------
+
+
+def empty_rows(stack: np.ndarray) -> list[tuple[int, int]]:
+    """(layer, query) of every query row of the masks ``stack`` [layer q k] that may read no key."""
+    return [(layer, int(q)) for layer in range(stack.shape[0]) for q in np.nonzero(~stack[layer].any(axis=1))[0]]
+
+
+def prediction_changes(own: Sequence[Mapping], yours: Sequence[Mapping]) -> list[dict]:
+    """Per scored position (rows of ui.sidebar.prediction_table under the model's own mask and under
+    yours): the right answer, both predictions with p(right), and whether the prediction changed."""
+    return [{"position": f"{a['position']}:{a['token']}", "right answer": a["right answer"],
+             "own: predicts": a["predicted"], "own: p(right)": a["p(right)"],
+             "yours: predicts": b["predicted"], "yours: p(right)": b["p(right)"],
+             "changed": "CHANGED" if a["predicted"] != b["predicted"] else ""} for a, b in zip(own, yours)]
+
+
+def top_prediction_changes(labels: Sequence[str], vocab, own_logits: np.ndarray,
+                           your_logits: np.ndarray) -> list[dict]:
+    """Per position (for inputs with no right answers): the top token under the model's own mask and
+    under yours [1 pos vocab], and whether it changed."""
+    top_a, top_b = own_logits[0].argmax(-1), your_logits[0].argmax(-1)  # [pos]
+    return [{"position": label, "own: predicts": vocab.decode([int(a)])[0],
+             "yours: predicts": vocab.decode([int(b)])[0], "changed": "CHANGED" if a != b else ""}
+            for label, a, b in zip(labels, top_a, top_b)]
+
+
+def real_score_leaks(scores: np.ndarray, mask: np.ndarray) -> Optional[tuple[float, dict[str, float]]]:
+    """One head's real scores [q k] under ``mask`` [q k]: the largest gap (best blocked minus best
+    allowed score) over rows that have both kinds of key, and the worst float16 leak of each mask
+    constant; None when no row has both."""
+    real = tensor_from(scores, dtype=torch.float32)
+    m = torch.as_tensor(np.asarray(mask, dtype=bool))
+    partial = m.any(-1) & ~m.all(-1)  # rows with both allowed and blocked keys
+    if not bool(partial.any()):
+        return None
+    blocked_max = real.masked_fill(m, float("-inf")).max(-1).values  # [q]
+    allowed_max = real.masked_fill(~m, float("-inf")).max(-1).values  # [q]
+    gap = float((blocked_max - allowed_max)[partial].max())
+    leaks = {c: float(leak_mass(real[partial], m[partial], v, torch.float16).max()) for c, v in MASK_CONSTANTS.items()}
+    return gap, leaks
+
+
+def legality_comparison(encoder, decoder, task: Task, length: int, n_samples: int = 256, seed: int = 7) -> dict:
+    """The future-legality task with the rule written last: both models' accuracy under the full and
+    the causal mask (``acc[(model, mask)]``), core.train.evaluate's accuracy of each, and one worked
+    example: its tokens, targets, each model's predictions and the pull of the rule (the size of the
+    gradient of each output with respect to the last token)."""
+    width = length + 2
+    full, causal = M.full(width), M.causal(width)
+    out = {"acc": {}, "evaluate": {}}
+    for name, model in (("encoder", encoder), ("decoder", decoder)):
+        for mask_name, mask in (("full", full), ("causal", causal)):
+            out["acc"][(name, mask_name)] = masked_accuracy(model, task, mask, n_samples, seed, length)
+        out["evaluate"][name] = evaluate(model, task, n_samples=512, length=length)
+    batch = task.batch(1, "encoder", seed=3, length=length)
+    ids = batch.tokens.to(encoder.device)  # [1 pos]
+    out["tokens"] = task.vocab.decode(batch.tokens[0])
+    out["targets"] = batch.targets[0].tolist()
+    for name, model in (("encoder", encoder), ("decoder", decoder)):
+        with torch.no_grad():
+            logits = model(ids)  # [1 pos vocab]
+        out[f"{name}_pred"] = task.vocab.decode(logits[0].argmax(-1))
+        out[f"{name}_rule"] = influence(model, ids)[:, -1]  # [q]: how much the rule moves each output
+    return out
+
+
+def legality_rows(data: Mapping, vocab) -> list[dict]:
+    """The worked example of :func:`legality_comparison` as table rows, one per scored position."""
+    tokens = data["tokens"]
+    return [{"position": f"{p}:{tokens[p]}", "right answer": vocab.decode([target])[0],
+             "encoder says": data["encoder_pred"][p], "decoder says": data["decoder_pred"][p],
+             "encoder: pull of the rule": float(data["encoder_rule"][p]),
+             "decoder: pull of the rule": float(data["decoder_rule"][p])}
+            for p, target in enumerate(data["targets"]) if target >= 0]

@@ -1,6 +1,6 @@
 """AppTest for the Masks page: every editor path (preset, formula, bad formula, cell edit, per
 layer), that an edited mask changes the pattern AND the prediction, a fully masked row, URL
-clamping, the length cap, and the encoder-vs-decoder comparison."""
+clamping, the length cap, a one-token input, and the encoder-vs-decoder comparison."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_a_fully_masked_row_gives_zeros_not_nan(encoder_page):
 
 def test_a_different_mask_per_layer(encoder_page):
     at = encoder_page
-    at.radio(key="masks.scope").set_value("A different mask per layer").run()
+    at.radio(key="masks.scope").set_value("layer").run()  # shown as "A different mask per layer"
     assert [d.key for d in at.data_editor] == ["masks.layer0.cells", "masks.layer1.cells"]
     at.selectbox(key="masks.layer1.preset").set_value("causal").run()
     assert_ok(at)
@@ -197,6 +197,41 @@ def test_long_inputs_are_capped_and_said_so():
     assert any("limited to 32 tokens" in w.value for w in at.warning)
     assert not at.data_editor
     chart(at, "measured on this machine")  # the cost panel still runs
+
+
+def test_a_one_token_input_from_a_link_draws_every_panel():
+    # /masks?model=induction-rope&input=<bos>: every 0..n-1 control has a single value.
+    at = open_masks(model="induction-rope", input="<bos>", preset="sliding", w="5", token="3")
+    assert_ok(at)
+    assert at.data_editor[0].value.shape == (1, 1)
+    notes = " ".join(w.value for w in at.warning)
+    assert "w=5" in notes and "token=3" in notes
+    assert at.query_params["w"] == "0" and at.query_params["token"] == "0"
+    captions = " ".join(c.value for c in at.caption)
+    assert "window w: 0 (the only value here)" in captions
+    assert "receptive field of query token: 0 (the only value here)" in captions
+    np.testing.assert_array_equal(z(at, "your mask (every layer)"), [[1]])
+    assert np.allclose(z(at, "your mask ·"), 1)  # one key: all of the weight
+    assert metric(at, "λ2 (algebraic connectivity)") == "0.000"
+    chart(at, "what can reach")
+    chart(at, "measured on this machine")
+
+
+def test_every_control_survives_a_one_token_input():
+    at = open_masks(model="induction-rope", input="<bos>")
+    assert_ok(at)
+    for preset in ("full", "causal", "sliding", "block", "strided", "global", "padding", "random", "formula"):
+        at.selectbox(key="masks.all.preset").set_value(preset).run()
+        assert_ok(at)
+        assert at.query_params["preset"] == preset
+        chart(at, "what can reach")  # the page ran to the end
+    at.selectbox(key="masks.all.preset").set_value("block").run()
+    at.radio(key="masks.scope").set_value("layer").run()
+    assert_ok(at)
+    for i in range(len(at.tabs)):
+        at.selectbox(key=f"masks.layer{i}.preset").set_value("padding").run()
+        assert_ok(at)
+    chart(at, "what can reach")
 
 
 def test_encoder_solves_future_legality_and_the_decoder_cannot(encoder_page):
@@ -236,3 +271,14 @@ def test_graph_facts_match_the_mask_library():
     assert fields.shape == (3, n) and fields[0].tolist() == [True, True, False, False, False, False]
     same = graph_facts(np.stack([M.sliding_window(n, 1).numpy()] * 2), 0, True)
     assert same["full_at"] == M.layers_to_reach_all(M.sliding_window(n, 1)) == n - 1
+
+
+def test_leak_curves_are_kept_read_only_for_every_session():
+    from core.analysis import masks as A
+    from ui.masks_runs import leak_curves
+
+    curves = leak_curves(7)
+    assert leak_curves(7) is curves  # kept
+    np.testing.assert_array_equal(curves["float32 -1e4"], A.leak_curves(7)["float32 -1e4"])
+    with pytest.raises(ValueError):
+        curves["float32 -1e4"][0] = 0.0  # shared by every session: read-only

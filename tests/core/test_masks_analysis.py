@@ -222,6 +222,89 @@ def test_masked_accuracy_default_equals_explicit_default_and_a_mask_changes_it()
         A.masked_accuracy(model, task, M.causal(5), n_samples=4, seed=3, length=6)  # wrong width
 
 
+@pytest.mark.parametrize("arch", ["decoder", "encoder-decoder"])
+def test_masked_patterns_are_the_masked_sides_patterns(arch):
+    model = _model(arch)
+    n = 6
+    ids = torch.arange(n)[None]
+    tgt = torch.arange(1, n + 1)[None] if arch == "encoder-decoder" else None
+    window = M.sliding_window(n, 1)
+    out = A.masked_patterns(model, ids, window, tgt)
+    assert out["pattern"].shape == out["scores"].shape == (2, 4, n, n)  # [layer head q k]
+    assert np.all(out["pattern"][:, :, ~window.numpy()] == 0)
+    np.testing.assert_allclose(out["pattern"].sum(-1), 1, atol=1e-5)
+    own = A.masked_patterns(model, ids, None, tgt)
+    assert np.all(np.triu(own["pattern"], 1) == 0)  # a decoder side's own mask is causal
+    assert out["logits"].shape == (1, n, 20) and not np.allclose(out["logits"], own["logits"])
+
+
+def test_graph_facts_of_a_window_and_of_blocks():
+    n = 6
+    window, blocks = M.sliding_window(n, 1), M.block_diagonal(n, 3)
+    facts = A.graph_facts(np.stack([window.numpy(), blocks.numpy()]), 1, False)
+    assert facts["lambda2"] == pytest.approx(0.0, abs=1e-9) and facts["pieces"] == 2
+    assert facts["full_at"] is None and facts["shares"][0] == pytest.approx(1 / n)
+    np.testing.assert_array_equal(facts["reach"], M.reachability([window, blocks]).numpy())
+    same = A.graph_facts(np.stack([window.numpy()] * 2), 0, True)
+    assert same["full_at"] == n - 1 and same["shares"][-1] == 1.0 and len(same["stacked"]) == n - 1
+    one = A.graph_facts(np.ones((2, 1, 1), dtype=bool), 0, True)  # a one-token input
+    assert one["lambda2"] == 0.0 and one["pieces"] == 1 and one["shares"] == [1.0, 1.0, 1.0]
+    fields = A.receptive_fields(same["stacked"], 0, 3)
+    assert fields.shape == (3, n) and fields.sum(-1).tolist() == [2, 3, 4]
+
+
+def test_edge_counts_and_influence_check():
+    causal = M.causal(5).numpy()
+    assert A.edge_counts(causal) == {"back": 10, "ahead": 0, "self": 5}
+    reach = causal
+    measured = np.where(reach, 1.0, 0.0)
+    measured[4, 4] = 0.0  # a silent pair with a route
+    measured[0, 4] = 0.5  # a leak
+    assert A.influence_check(measured, reach) == {"no_route": 10, "leaks": 1, "route": 15, "silent": 1}
+
+
+def test_empty_rows_lists_every_query_that_reads_nothing():
+    stack = np.ones((2, 4, 4), dtype=bool)
+    stack[0, 2] = False
+    stack[1, [0, 3]] = False
+    assert A.empty_rows(stack) == [(0, 2), (1, 0), (1, 3)]
+    assert A.empty_rows(np.ones((1, 1, 1), dtype=bool)) == []
+
+
+def test_prediction_changes_pair_the_rows():
+    own = [{"position": 1, "token": "a", "right answer": "x", "predicted": "x", "p(right)": 0.9},
+           {"position": 2, "token": "b", "right answer": "y", "predicted": "y", "p(right)": 0.8}]
+    yours = [dict(own[0], **{"p(right)": 0.7}), dict(own[1], predicted="z", **{"p(right)": 0.1})]
+    rows = A.prediction_changes(own, yours)
+    assert [r["position"] for r in rows] == ["1:a", "2:b"] and [r["changed"] for r in rows] == ["", "CHANGED"]
+    assert rows[1]["yours: predicts"] == "z" and rows[1]["own: p(right)"] == 0.8
+    vocab = get_task("future-legality").vocab
+    own_logits, your_logits = np.zeros((1, 2, len(vocab))), np.zeros((1, 2, len(vocab)))
+    own_logits[0, :, 3] = your_logits[0, 0, 3] = your_logits[0, 1, 4] = 1.0
+    top = A.top_prediction_changes(["p0", "p1"], vocab, own_logits, your_logits)
+    assert [r["changed"] for r in top] == ["", "CHANGED"] and top[1]["yours: predicts"] == vocab.decode([4])[0]
+
+
+def test_real_score_leaks_take_the_worst_partly_blocked_row():
+    scores = np.array([[0.0, 20_000.0, 9.0], [0.0, -3.0, 5.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    mask = np.array([[True, False, True], [True, False, True], [True, True, True], [False, False, False]])
+    gap, leaks = A.real_score_leaks(scores, mask)
+    assert gap == pytest.approx(19_991.0)  # row 0: blocked 20,000 vs allowed 9 (rows 2, 3 are not partly blocked)
+    assert leaks["-1e4"] > 0.99 and leaks["-1e9"] == 0.0 and leaks["-inf"] == 0.0  # float16: -1e9 is -inf
+    assert A.real_score_leaks(scores, np.ones((3, 3), dtype=bool)) is None
+
+
+def test_legality_comparison_of_two_untrained_models():
+    task = get_task("future-legality")
+    enc, dec = _model("encoder", vocab=len(task.vocab)), _model("decoder", vocab=len(task.vocab))
+    data = A.legality_comparison(enc, dec, task, 4, n_samples=32, seed=1)
+    assert set(data["acc"]) == {(m, k) for m in ("encoder", "decoder") for k in ("full", "causal")}
+    assert len(data["tokens"]) == 6 and (data["decoder_rule"][:-1] == 0).all()  # the causal decoder never sees it
+    rows = A.legality_rows(data, task.vocab)
+    assert len(rows) == sum(t >= 0 for t in data["targets"]) > 0
+    assert rows[0]["decoder: pull of the rule"] == 0.0
+
+
 # ---------------------------------------------------------------------------------------------
 # Figures
 # ---------------------------------------------------------------------------------------------
@@ -262,15 +345,12 @@ def test_leak_chart_draws_exact_zeros_at_the_floor_and_drops_nan():
     assert y[0] == F.LEAK_FLOOR and np.isnan(y[1])
 
 
-def test_leak_curves_are_the_per_format_curves_kept_read_only():
+def test_leak_curves_are_the_per_format_curves():
     curves = A.leak_curves(7)
     assert set(curves) == {f"{d} {c}" for d in A.DTYPES for c in A.MASK_CONSTANTS}
     for d, dtype in A.DTYPES.items():
         for c, value in A.MASK_CONSTANTS.items():
             np.testing.assert_array_equal(curves[f"{d} {c}"], A.leak_curve(A.LEAK_GAPS, 7, value, dtype))
-    assert A.leak_curves(7) is curves  # kept
-    with pytest.raises(ValueError):
-        curves["float32 -1e4"][0] = 0.0  # shared by every session: read-only
     assert not np.array_equal(A.leak_curves(1)["float32 -1e4"], curves["float32 -1e4"], equal_nan=True)
 
 

@@ -1,5 +1,6 @@
 """Real browser: the Masks page loads, a preset picked in the select box changes the model's
-pattern, and screenshots of the whole page go to test-artifacts/screenshots/."""
+pattern, a one-token input from a link draws the page, and screenshots of the whole page go to
+test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     assert "preset=causal" in page.url
     assert_no_exception(page)
     _whole_page(page, "masks_causal")
+
+
+def test_masks_page_takes_a_one_token_input_from_a_link(server_url, page):
+    # The classroom link that used to crash: every 0..n-1 control has one value for one token.
+    open_page(page, f"{server_url}/masks?model=induction-rope&input={quote('<bos>')}", timeout=180_000, last=LAST)
+    wait_for_charts(page, 3)
+    assert_no_exception(page)
+    assert chart_z(page, 0).shape == (1, 1)
+    assert page.get_by_text("receptive field of query token: 0 (the only value here)").count() == 1
+    _whole_page(page, "masks_one_token")

@@ -1,0 +1,680 @@
+"""The Masks page's panels: the mask editor, what the model does with the mask, right and wrong
+masking, the mask as a graph, what sparsity saves, and the encoder-vs-decoder comparison.
+pages/masks.py calls them in reading order.
+
+Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
+page script's source on every run, and this is most of the page's code. The numbers come from
+core.analysis.masks, the cached runs and figures from ui.masks_runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core import masks as M
+from core.analysis import masks as A
+from core.figures.heatmaps import unique_labels
+from core.tasks import get_task
+from ui import masks_runs as R
+from ui import models
+from ui.page import try_this
+from ui.params import Choice, Float, Int, Param, Params, Text, general
+from ui.sidebar import Selection, prediction_table
+
+MAX_EDIT_N = 32  # the editor, the graph and the influence map draw every pair; 32 tokens stay readable
+MAX_FIELD_ROWS = 12  # receptive-field rows drawn (layers)
+SCOPE_ALL, SCOPE_LAYER = "all", "layer"
+SCOPES = {SCOPE_ALL: "Same mask for every layer", SCOPE_LAYER: "A different mask per layer"}
+PRESETS = {
+    "full": "Full: every key",
+    "causal": "Causal: j ≤ i",
+    "sliding": "Sliding window: |i − j| ≤ w",
+    "block": "Block-diagonal: blocks of b",
+    "strided": "Strided: (i − j) % s == 0",
+    "global": "Global + local",
+    "padding": "Padding: last keys hidden",
+    "random": "Random (seeded)",
+    "formula": "Formula",
+}
+CAUSAL_SIDE = {"sliding": "only the past side (causal window)", "strided": "only the past side (causal stride)"}
+DEFAULT_FORMULA = "abs(i - j) <= 2"
+GAPS = (1, 10, 100, 1000, 3000, 10_000, 20_000, 60_000, 100_000, 10**6, 10**8, 2 * 10**9)
+TOLERANCES = (1e-3, 1e-5, 1e-7, 1e-9)
+COST_BLOCKS = (8, 16, 32, 64)
+COST_NS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+# Session keys. The editor bound to the URL (one mask for every layer) keeps its controls under
+# EDIT_ALL; the per-layer editors under EDIT_LAYER, outside the URL. The controls below are not in
+# the URL either.
+EDIT_ALL, EDIT_LAYER = "masks.all", "masks.layer{}"
+GAP_KEY, LEAK_K_KEY, EPS_KEY = "masks.gap", "masks.k", "masks.eps"
+COST_B_KEY, REMEASURE_KEY, TIMING_RUN_KEY = "masks.cost_b", "masks.remeasure", "masks.timing_run"
+LEGALITY_LEN_KEY = "masks.legality_len"
+
+
+def two_decimals(value: float) -> str:
+    """A density as the URL writes it: 0.30."""
+    return f"{value:.2f}"
+
+
+def thousands(value: int) -> str:
+    """A gap as the slider shows it: 20,000."""
+    return f"{value:,}"
+
+
+# Every URL parameter of the page, once. The mask's parameters are those of the EDIT_ALL editor;
+# ranges that depend on the input (a window, a token) are given when the widget is drawn.
+URL = Params(
+    "masks",
+    Choice("scope", SCOPE_ALL, choices=tuple(SCOPES)),
+    Choice("preset", "causal", choices=tuple(PRESETS), key=f"{EDIT_ALL}.preset"),
+    Int("w", 2, lo=0, hi=MAX_EDIT_N, key=f"{EDIT_ALL}.w"),
+    Int("b", 4, lo=1, hi=MAX_EDIT_N, key=f"{EDIT_ALL}.b"),
+    Int("s", 3, lo=1, hi=MAX_EDIT_N, key=f"{EDIT_ALL}.s"),
+    Int("g", 1, lo=0, hi=MAX_EDIT_N, key=f"{EDIT_ALL}.g"),
+    Int("real", MAX_EDIT_N, lo=1, hi=MAX_EDIT_N, key=f"{EDIT_ALL}.real"),
+    Float("density", 0.3, lo=0.0, hi=1.0, fmt=two_decimals, key=f"{EDIT_ALL}.density"),
+    Int("rseed", 0, lo=0, hi=10_000, key=f"{EDIT_ALL}.seed"),
+    Text("formula", DEFAULT_FORMULA, key=f"{EDIT_ALL}.formula"),
+    Int("layer", 0, lo=0, hi=0), Int("head", 0, lo=0, hi=0), Int("token", 0, lo=0, hi=0),
+)
+MASK_PARAMS = ("preset", "w", "b", "s", "g", "real", "density", "rseed", "formula")
+
+
+# ---------------------------------------------------------------------------------------------
+# The editor's controls: each preset's knobs, read from the URL before the title
+# ---------------------------------------------------------------------------------------------
+
+
+def editor_key(prefix: str, param: Param) -> str:
+    """The session key of `param` in the editor `prefix` (the URL's own key in the EDIT_ALL editor)."""
+    return param.key if prefix == EDIT_ALL else prefix + param.key[len(EDIT_ALL):]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One control of a preset: its URL parameter, widget, label and help, and default and range for this input."""
+
+    param: Param
+    widget: Callable
+    label: str
+    help: Optional[str] = None
+    default: Any = None
+    lo: Any = None
+    hi: Any = None
+    step: Any = None
+
+    def seed(self) -> None:
+        """Read it from the URL (once per session), clamped to this input's range."""
+        self.param.seed(default=self.default, lo=self.lo, hi=self.hi)
+
+    def draw(self, prefix: str, url: bool) -> Any:
+        """The widget in editor `prefix` (bound to the URL when `url`); returns its value."""
+        extra = {} if self.step is None else {"step": self.step}
+        return self.param.widget(self.widget, self.label, default=self.default, url=url,
+                                 key=editor_key(prefix, self.param), lo=self.lo, hi=self.hi, help=self.help, **extra)
+
+
+def knobs(preset: str, n: int) -> list[Knob]:
+    """The controls of `preset` for an input of `n` tokens, in the order they are drawn."""
+    if preset == "sliding":
+        return [Knob(URL.w, st.slider, "window w", "keys within w positions on each side", 2, 0, n - 1)]
+    if preset == "block":
+        return [Knob(URL.b, st.slider, "block size b", "tokens are cut into blocks of b; no talk across blocks",
+                     4, 1, n)]
+    if preset == "strided":
+        return [Knob(URL.s, st.slider, "stride s", "query i sees keys i, i ± s, i ± 2s, ...", 3, 1, n)]
+    if preset == "global":
+        return [Knob(URL.g, st.slider, "global tokens g", "the first g tokens see and are seen by all", 1, 0, n),
+                Knob(URL.w, st.slider, "local window w", "everyone else: |i − j| ≤ w", 1, 0, n - 1)]
+    if preset == "padding":
+        return [Knob(URL.real, st.slider, "real tokens",
+                     "keys from this position on are padding and hidden from every query", max(1, n - 2), 1, n)]
+    if preset == "random":
+        return [Knob(URL.density, st.slider, "density", "chance that a cell may attend (the diagonal always may)",
+                     step=0.05),
+                Knob(URL.rseed, st.number_input, "seed", step=1)]
+    if preset == "formula":
+        return [Knob(URL.formula, st.text_input, "formula in i (query), j (key) and n",
+                     "e.g. abs(i - j) <= 2, j <= i, i // 4 == j // 4, j == 0 or abs(i - j) <= 1")]
+    return []
+
+
+def own_preset(arch: str) -> str:
+    """The model's own mask on its masked side: full for encoders, causal for decoders (and the
+    decoder of an encoder-decoder)."""
+    return "full" if arch == "encoder" else "causal"
+
+
+def seed_url(sel: Selection) -> None:
+    """Read the page's URL parameters before the title, so what was wrong with them shows under it.
+    An input too long to draw has none of these controls, so nothing is read (or written) then."""
+    n = len(sel.query_tokens)
+    if n > MAX_EDIT_N:
+        return
+    if URL.scope.seed() == SCOPE_ALL:
+        for knob in knobs(URL.preset.seed(default=own_preset(sel.arch)), n):
+            knob.seed()
+    URL.layer.seed(hi=sel.model.cfg.n_layers - 1)
+    URL.head.seed(hi=sel.model.cfg.n_heads - 1)
+    URL.token.seed(hi=n - 1, default=n - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Draw the mask
+# ---------------------------------------------------------------------------------------------
+
+
+def preset_mask(preset: str, n: int, v: dict, causal: bool) -> tuple[np.ndarray, str]:
+    """The mask [q k] a preset describes with its knobs' values `v`, and a phrase for its title.
+    A formula that cannot be used raises ValueError."""
+    if preset == "full":
+        return M.full(n).numpy(), "every query sees every key"
+    if preset == "causal":
+        return M.causal(n).numpy(), "each query sees itself and the past"
+    side = ", causal" if causal else ""
+    if preset == "sliding":
+        return M.sliding_window(n, v["w"], causal).numpy(), f"window w = {v['w']}{side}"
+    if preset == "block":
+        return M.block_diagonal(n, v["b"]).numpy(), f"blocks of b = {v['b']}"
+    if preset == "strided":
+        return M.strided(n, v["s"], causal).numpy(), f"stride s = {v['s']}{side}"
+    if preset == "global":
+        return M.global_local(n, v["g"], v["w"]).numpy(), f"{v['g']} global token(s), window w = {v['w']}"
+    if preset == "padding":
+        return M.padding(n, v["real"]).numpy(), f"the last {n - v['real']} key(s) are padding"
+    if preset == "random":
+        density, seed = v["density"], v["rseed"]
+        return M.random_mask(n, float(density), int(seed)).numpy(), f"random, density {density:.2f}, seed {seed}"
+    # A formula typed by the student: parsed by core.masks, never evaluated by Python.
+    return M.from_formula(v["formula"], n).numpy(), f"formula `{v['formula']}`"
+
+
+def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.ndarray], str]:
+    """The preset's controls, then the mask they describe and its phrase; (None, "") with the error
+    and the grammar shown when the formula cannot be used."""
+    values = {knob.param.name: knob.draw(prefix, url) for knob in knobs(preset, n)}
+    if url:  # the other presets' parameters leave the URL
+        URL.clear(*(name for name in MASK_PARAMS if name != "preset" and name not in values))
+    causal = st.checkbox(CAUSAL_SIDE[preset], key=f"{prefix}.causal") if preset in CAUSAL_SIDE else False
+    if preset != "formula":
+        return preset_mask(preset, n, values, causal)
+    try:
+        return preset_mask(preset, n, values, causal)
+    except ValueError as exc:
+        st.error(f"This formula cannot be used: {exc}")
+        st.code(M.describe_formula_grammar(), language=None)
+        return None, ""
+
+
+def cell_editor(prefix: str, base: np.ndarray, labels: list[str]) -> np.ndarray:
+    """Cell-by-cell editing of `base` in a checkbox grid; edits reset when the base mask changes."""
+    key, base_key = f"{prefix}.cells", f"{prefix}.cells_base"
+    signature = hashlib.sha1(np.packbits(base).tobytes() + str(base.shape).encode()).hexdigest()
+    if st.session_state.get(base_key) != signature:
+        st.session_state.pop(key, None)  # a new starting mask: forget edits made to the old one
+        st.session_state[base_key] = signature
+    frame = pd.DataFrame(base, index=labels, columns=labels)
+    config = {c: st.column_config.CheckboxColumn(c, width=56, help=f"key {c}") for c in labels}
+    edited = st.data_editor(frame, key=key, num_rows="fixed", column_config=config,
+                            height=min(36 * (len(labels) + 1) + 3, 460), width="stretch")
+    return edited.to_numpy(dtype=bool)
+
+
+def mask_editor(prefix: str, n: int, tokens: list[str], own: str, url: bool, name: str) -> np.ndarray:
+    """Preset or formula, then cell edits, with the resulting grid on the right; returns the mask [q k]."""
+    left, right = st.columns([1, 2], gap="large")
+    with left:
+        preset = URL.preset.widget(st.selectbox, "Start from", default=own, url=url,
+                                   key=editor_key(prefix, URL.preset), format_func=PRESETS.get,
+                                   help="A preset or your own formula; then tick or untick single cells below.")
+        base, description = base_mask(prefix, n, preset, url)
+        if base is None:
+            base = M.causal(n).numpy() if own == "causal" else M.full(n).numpy()
+            description = f"the formula has an error, so the model's own {own} mask is used"
+            st.warning(f"Using the model's own **{own}** mask until the formula is fixed.")
+    st.markdown("**Edit single cells.** A tick means the query (row) may attend to the key (column). "
+                "Changing the preset or formula above starts again from it.")
+    mask = cell_editor(prefix, base, unique_labels(tokens))
+    edited = int((mask != base).sum())
+    if edited:
+        description += f", with {edited} cell(s) edited by hand"
+    with right:  # drawn above the cell editor, showing the mask after the cell edits
+        st.plotly_chart(R.mask_grid_figure(mask, tokens, tokens, title=f"{name}: {description}"),
+                        key=f"{prefix}.grid")
+    return mask
+
+
+def empty_rows_warning(sel: Selection, stack: np.ndarray) -> None:
+    """Say which query rows may read no key at all, and what the model does with them."""
+    empty = A.empty_rows(stack)
+    if not empty:
+        return
+    labels = unique_labels(sel.query_tokens)
+    shown = ", ".join(f"layer {layer}: {labels[q]}" for layer, q in empty[:8])
+    st.warning(
+        f"Some query rows may read **no key at all** ({shown}{' ...' if len(empty) > 8 else ''}). "
+        "A plain softmax over a row of −∞ is 0/0 = NaN, and one NaN would spread through every later layer. "
+        "This model gives such a row an all-zero pattern instead, so that token's attention output is "
+        "exactly zero and only the residual stream carries it forward. Look for the empty rows in the "
+        "heatmaps below.", icon=":material/block:")
+
+
+def editor_panel(sel: Selection, n: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """Section 1: draw the mask(s). Returns (per-layer masks [layer q k], the model's mask argument, scope)."""
+    layers, own = sel.model.cfg.n_layers, own_preset(sel.arch)
+    st.header("1. Draw the mask")
+    where = ("the decoder's own self-attention (the encoder and cross-attention keep their masks)"
+             if sel.arch == "encoder-decoder" else f"every attention layer of this {sel.arch}")
+    st.markdown(
+        f"A mask is a table of yes/no: may query *i* read key *j*? It applies to {where}. Start from a preset "
+        f"or a formula, then tick or untick single cells. The model's own mask here is **{own}**. "
+        f"This page edits masks for up to {MAX_EDIT_N} tokens (your input has {n})."
+    )
+    st.latex(r"\text{scores}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d}} + M_{ij},\qquad M_{ij} = "
+             r"\begin{cases} 0 & \text{query } i \text{ may read key } j \\ -\infty & \text{otherwise}\end{cases}")
+    scope = URL.scope.widget(st.radio, "Layers", format_func=SCOPES.get, horizontal=True,
+                             help="One mask everywhere, or a separate mask for each of this model's layers.")
+    if scope == SCOPE_ALL:
+        arg = mask_editor(EDIT_ALL, n, sel.query_tokens, own, url=True, name="your mask (every layer)")
+        stack = np.stack([arg] * layers)  # [layer q k]
+    else:
+        per = []
+        for i, tab in enumerate(st.tabs([f"Layer {i}" for i in range(layers)])):
+            with tab:
+                per.append(mask_editor(EDIT_LAYER.format(i), n, sel.query_tokens, own, url=False, name=f"layer {i}"))
+        arg = stack = np.stack(per)  # [layer q k]
+        URL.clear(*MASK_PARAMS)
+    empty_rows_warning(sel, stack)
+    try_this(
+        "Pick **Causal** for an encoder model, or **Full** for a decoder: the predictions below change at once.",
+        "Type the formula `j == 0 or abs(i - j) <= 1`, then a broken one such as `i ** 2 < j`: "
+        "the error says what is allowed.",
+        "Untick every cell of one row: that query reads nothing, and its pattern row in section 2 is all zeros.",
+        "Switch to **a different mask per layer** and give layer 0 a window and the last layer Full.",
+    )
+    return stack, arg, scope
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """The mask(s) drawn in section 1, and the model's runs with its own mask and with yours."""
+
+    stack: np.ndarray  # [layer q k]
+    arg: np.ndarray  # the model's mask argument: one mask [q k], or the stack for a mask per layer
+    scope: str
+    own: dict  # masked_run with the model's own mask
+    yours: dict  # masked_run with the drawn mask(s)
+
+
+def mask_panel(sel: Selection) -> Optional[Drawn]:
+    """Section 1 and both runs; None (with a warning) for an input too long to draw every pair of."""
+    n = len(sel.query_tokens)
+    if n > MAX_EDIT_N:
+        st.warning(f"Your input has {n} tokens; the mask editor, the graph and the model panels draw every pair "
+                   f"and are limited to {MAX_EDIT_N} tokens. Shorten the input in the sidebar (or press **Random "
+                   "example**). The cost and encoder-vs-decoder sections below still work.")
+        return None
+    stack, arg, scope = editor_panel(sel, n)
+    return Drawn(stack, arg, scope, R.masked_run(sel.cache_key, None), R.masked_run(sel.cache_key, arg))
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. What the model does with it
+# ---------------------------------------------------------------------------------------------
+
+
+def heatmap(pattern: np.ndarray, tokens: list[str], title: str, key: str) -> None:
+    """One attention pattern [q k] on the shared 0..1 heatmap, its title clear of the key labels."""
+    height = min(760, 120 + 28 * len(tokens))  # bigger cells than the default: these sit two abreast
+    st.plotly_chart(R.heatmap_figure(pattern, tokens, title, height), key=key)
+
+
+def predictions_table(sel: Selection, d: Drawn) -> None:
+    """Per position: the right answer, the model's prediction with its own mask and with yours."""
+    own = prediction_table(sel, d.own["logits"])
+    if own:
+        rows = A.prediction_changes(own, prediction_table(sel, d.yours["logits"]))
+    else:
+        rows = A.top_prediction_changes(unique_labels(sel.query_tokens), sel.task.vocab, d.own["logits"],
+                                        d.yours["logits"])
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.3f")
+                                for c in ("own: p(right)", "yours: p(right)")})
+
+
+def accuracy_metrics(sel: Selection, d: Drawn) -> None:
+    """Task accuracy on a batch as wide as the input, with the model's own mask and with yours."""
+    n = d.stack.shape[-1]
+    length = R.width_to_length(sel.task.name, sel.arch, n)
+    if length is None:
+        st.info(f"Accuracy on a batch needs task examples exactly {n} tokens wide, like your mask, and this task "
+                "never makes inputs of that width. Press **Random example** in the sidebar to get one that fits.")
+        return
+    own_acc = R.masked_accuracy(sel.model_id, sel.device, None, length)
+    your_acc = R.masked_accuracy(sel.model_id, sel.device, d.arg, length)
+    m1, m2, m3 = st.columns(3)
+    m1.metric("accuracy, own mask", f"{own_acc:.1%}")
+    m2.metric("accuracy, your mask", f"{your_acc:.1%}", delta=f"{(your_acc - own_acc) * 100:+.1f} points")
+    m3.metric("examples scored", f"{R.N_SAMPLES} × {n} tokens",
+              help="Fresh task examples of the same length as your input, so your mask fits them.")
+    st.caption(f"Task: {sel.task.title}. {sel.task.scored_for(sel.arch)} "
+               f"The same {R.N_SAMPLES} examples are scored both times.")
+
+
+def effect_panel(sel: Selection, d: Drawn) -> tuple[int, int]:
+    """Section 2: default vs edited patterns, predictions and task accuracy. Returns the chosen (layer, head)."""
+    cfg = sel.model.cfg
+    st.header("2. What the model does with it")
+    st.markdown(
+        "The mask is an argument of each call, so the same trained weights run twice: once with the mask the "
+        "model was trained with, once with yours. Weights on blocked keys are exactly 0; the freed share goes "
+        "to the keys that are left, because each row of the softmax must still sum to 1."
+    )
+    st.latex(r"a_{ij} = \frac{e^{s_{ij}}\,[M_{ij}\text{ allows}]}{\sum_{j'} e^{s_{ij'}}\,[M_{ij'}\text{ allows}]}")
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1)
+    with c2:
+        head = URL.head.widget(st.selectbox, "Head", hi=cfg.n_heads - 1)
+    tokens = sel.query_tokens
+    own, yours = d.own["pattern"][layer, head], d.yours["pattern"][layer, head]
+    left, right = st.columns(2)
+    with left:
+        heatmap(own, tokens, f"own mask · layer {layer} head {head}", "masks.pattern_own")
+    with right:
+        heatmap(yours, tokens, f"your mask · layer {layer} head {head}", "masks.pattern_yours")
+    st.caption(f"Largest change of one attention weight in this head: {float(np.abs(own - yours).max()):.3f}.")
+    st.subheader("Predictions and accuracy")
+    predictions_table(sel, d)
+    accuracy_metrics(sel, d)
+    try_this(
+        "Hide the last key with **Padding** (real tokens = n − 1) on the future-legality encoder: the rule is the "
+        "last token, so accuracy falls to chance.",
+        "On a decoder, choose **Full**: it now sees the future it was never trained with. Does that help or hurt?",
+        "Find the smallest sliding window that keeps the accuracy of your model near its own.",
+    )
+    return layer, head
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Right and wrong ways to mask
+# ---------------------------------------------------------------------------------------------
+
+
+def right_wrong_panel(sel: Selection, d: Drawn, layer: int, head: int) -> None:
+    """Section 3: mask before softmax vs zero after, on the real scores of the chosen head; then the leak."""
+    st.header("3. Right and wrong ways to mask")
+    st.markdown(
+        "**Right:** add a huge negative number to each blocked score, then take the softmax; the blocked keys get "
+        "nothing and the rest share all of the probability. **Wrong:** take the softmax over every key, then set "
+        "the blocked weights to zero; the blocked keys still took their share of the denominator, so a row now "
+        "sums to less than 1 and the output shrinks. Both use this head's real scores with your mask."
+    )
+    st.latex(r"\text{right: } \operatorname{softmax}(s + M) \qquad\quad \text{wrong: } "
+             r"\operatorname{softmax}(s) \odot [M = 0] \;\Rightarrow\; \textstyle\sum_j a_{ij} < 1")
+    both = A.compare_masking(d.yours["scores"][layer, head], d.stack[layer])
+    tokens = sel.query_tokens
+    left, right = st.columns(2)
+    with left:
+        heatmap(both["right"], tokens, "right: mask before softmax", "masks.right")
+    with right:
+        heatmap(both["wrong"], tokens, "wrong: zero after softmax", "masks.wrong")
+    st.plotly_chart(R.row_sums_figure(both["right_sums"], both["wrong_sums"], tokens, title="each row's total weight"),
+                    key="masks.row_sums")
+    st.caption(f"Smallest row sum the wrong way: {float(both['wrong_sums'].min()):.3f}. A fully blocked row sums "
+               "to 0 either way here.")
+    leak_panel(d.yours["scores"][layer, head], d.stack[layer])
+
+
+def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
+    """How large a finite mask constant must be: the worst-case table and chart, then this head's real gap."""
+    st.subheader("How large must the mask constant be?")
+    st.markdown(
+        "Computers cannot always use −∞, so code often adds a finite constant C such as −1e4 or −1e9. Then a "
+        "little probability can **leak** to blocked keys. It is worst when the blocked keys are the ones the query "
+        "likes best: one allowed key at logit 0, k blocked keys at logit g (the gap). The table computes this row "
+        "in each number format; the chart moves the gap."
+    )
+    st.latex(r"\text{leak} = \frac{k\,e^{g+C}}{1 + k\,e^{g+C}} \le \varepsilon"
+             r"\iff |C| \ge g + \ln\frac{k\,(1-\varepsilon)}{\varepsilon}")
+    c1, c2, c3 = st.columns(3)
+    gap = c1.select_slider("gap g (blocked logit minus allowed logit)", list(GAPS), value=20_000, key=GAP_KEY,
+                           format_func=thousands)
+    k = c2.slider("blocked keys k", 1, 64, 7, key=LEAK_K_KEY)
+    eps = c3.select_slider("tolerance ε", list(TOLERANCES), value=1e-7, key=EPS_KEY, format_func=general)
+    frame = pd.DataFrame(A.leak_table(float(gap), k, eps))
+    frame["stored as"] = frame["stored as"].map(general)
+    frame["leaked mass"] = frame["leaked mass"].map(lambda v: "NaN" if np.isnan(v) else f"{v:.3g}")
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.caption(f"Smallest |C| that keeps this row within ε: {A.min_constant(gap, k, eps):,.1f}. float16 holds "
+               "numbers only up to 65,504, so −1e9 is stored as −∞ there, and a gap beyond 65,504 overflows "
+               "by itself (NaN in the table; the float16 lines stop there).")
+    st.plotly_chart(R.leak_figure(A.LEAK_GAPS, R.leak_curves(k), eps, gap, title="leaked probability as the gap grows"),
+                    key="masks.leak")
+    real = A.real_score_leaks(scores, mask)
+    if real is not None:
+        real_gap, leaks = real
+        st.info(f"This head's real scores under your mask: the largest gap is {real_gap:.2f}, so the worst float16 "
+                f"leak is {leaks['-1e4']:.3g} with −1e4, {leaks['-1e9']:.3g} with −1e9 and "
+                f"{leaks['-inf']:.3g} with −∞. "
+                "Small trained models have small gaps; the trouble starts with huge logits or low precision.")
+    try_this(
+        "Set the gap to 20,000: −1e4 leaks almost everything in both formats, −1e9 nothing. At 2,000,000,000 "
+        "−1e9 leaks in float32 too: no finite constant is safe for every gap.",
+        "Look at the column *row with every key masked*: −∞ gives NaN, a finite constant spreads the row evenly "
+        "over "
+        "blocked keys. Neither is right; this model masks again after the softmax and gives zeros.",
+        "Make ε smaller and watch the smallest safe |C| grow only by about 2.3 per factor of 10.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The mask as a graph
+# ---------------------------------------------------------------------------------------------
+
+
+def arcs_section(tokens: list[str], mask: np.ndarray, layer: int) -> None:
+    """The chosen layer's mask as an arc diagram, with its edges counted."""
+    st.markdown(
+        f"Each token is a node and each allowed pair (query *i* reads key *j*) is an edge from *j* to *i*. "
+        f"Below: the mask of layer {layer} (the layer chosen in section 2). Arcs **above** the line carry "
+        "information forward from an earlier token, arcs **below** carry it backward from a later one: a causal "
+        "mask draws only the upper half."
+    )
+    st.plotly_chart(R.arcs_figure(mask, tokens), key="masks.arcs")
+    edges = A.edge_counts(mask)
+    st.caption(f"{edges['back']} edge(s) look back (above), {edges['ahead']} look ahead (below), and "
+               f"{edges['self']} of {mask.shape[-1]} tokens may attend to themselves.")
+
+
+def laplacian_section(tokens: list[str], facts: dict) -> None:
+    """The Laplacian of the chosen layer's mask, its spectrum and lambda_2."""
+    n = len(tokens)
+    st.subheader("Laplacian and algebraic connectivity")
+    st.markdown(
+        "Forget directions for a moment: link i and j if either may read the other. The Laplacian L = D − A puts "
+        "each token's number of links on the diagonal and −1 for every link. Its smallest eigenvalue is always 0; "
+        "the second smallest, **λ2**, measures how hard it is to cut the graph in two. It is **n** for the complete "
+        "graph (full and causal masks both give it), **0** exactly when some tokens can never exchange anything, "
+        "and small for a thin chain such as a window of 1 (2 − 2cos(π/n))."
+    )
+    st.latex(r"L = D - A \qquad 0 = \lambda_1 \le \lambda_2 \le \dots \le \lambda_n")
+    st.latex(r"\lambda_2(K_n) = n \qquad \lambda_2 = 0 \iff \text{the graph falls apart}")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("λ2 (algebraic connectivity)", f"{facts['lambda2']:.3f}")
+    m2.metric("complete graph would give", f"{n}")
+    m3.metric("separate pieces (zero eigenvalues)", f"{facts['pieces']}")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(R.laplacian_figure(facts["laplacian"], tokens, title="L = D − A"), key="masks.laplacian")
+    with right:
+        st.plotly_chart(R.spectrum_figure(facts["spectrum"], title="spectrum of L, λ2 highlighted"),
+                        key="masks.spectrum")
+
+
+def reach_section(tokens: list[str], facts: dict, layers: int, scope: str) -> None:
+    """How the share of reached pairs grows with depth, and one query token's receptive field."""
+    st.subheader("How many layers until everyone has heard from everyone?")
+    st.markdown(
+        "One layer moves information one edge (plus the residual path, which keeps each token's own). Stacking "
+        "layers composes the masks, so a window of w reaches w further per layer, and blocks that never talk "
+        "stay apart however deep the model."
+    )
+    st.latex(r"R_L = (M_L \lor I)\circ\cdots\circ(M_1 \lor I)")
+    full_at = facts["full_at"]
+    st.plotly_chart(R.reach_figure(facts["shares"], layers, full_at), key="masks.reach")
+    st.caption(("Never: some pairs have no route at any depth." if full_at is None else
+                f"Every token reaches every other after {full_at} layer(s).")
+               + ("" if scope == SCOPE_ALL else " Past this model's layers the last layer's mask is repeated."))
+    n = len(tokens)
+    token = URL.token.widget(st.slider, "receptive field of query token", hi=n - 1, default=n - 1,
+                             help="Which keys can influence this token after 1, 2, ... layers?")
+    fields = R.receptive_fields(facts["stacked"], token, MAX_FIELD_ROWS)  # [layer k]
+    st.plotly_chart(R.field_figure(fields, tokens, token,
+                                   title=f"what can reach {unique_labels(tokens)[token]}, layer by layer"),
+                    key="masks.field")
+
+
+def influence_section(sel: Selection, d: Drawn, reach: np.ndarray) -> None:
+    """The trained model's measured influence (gradient sizes) against the graph's routes."""
+    tokens = sel.query_tokens
+    st.subheader("The model agrees: measured influence")
+    st.markdown(
+        "Does the trained model really obey the graph? We ask it: how much does the output at position q move when "
+        "the embedding at position k moves (the size of a gradient)? Crosses mark pairs with **no route** through "
+        f"this model's {sel.model.cfg.n_layers} layers; their gradient must be exactly zero."
+    )
+    measured = R.influence(sel.cache_key, d.stack)
+    st.plotly_chart(R.influence_figure(measured, reach, tokens, tokens, title="|∂ output q / ∂ embedding k|"),
+                    key="masks.influence")
+    check = A.influence_check(measured, reach)
+    st.caption(f"Pairs with no route: {check['no_route']}; of those with a nonzero gradient: {check['leaks']}. "
+               f"Pairs with a route: {check['route']}; of those with a zero gradient: {check['silent']}.")
+
+
+def graph_panel(sel: Selection, d: Drawn, layer: int) -> None:
+    """Section 4: the mask as a graph: arcs, Laplacian and spectrum, reach by layer, receptive field, influence."""
+    tokens = sel.query_tokens
+    st.header("4. The mask as a graph")
+    arcs_section(tokens, d.stack[layer], layer)
+    facts = R.graph_facts(d.stack, layer, d.scope == SCOPE_ALL)
+    laplacian_section(tokens, facts)
+    reach_section(tokens, facts, sel.model.cfg.n_layers, d.scope)
+    influence_section(sel, d, facts["reach"])
+    try_this(
+        "**Block-diagonal** with b = 4: the arcs split into islands, λ2 drops to 0 and the reach curve never "
+        "reaches 100%.",
+        "**Sliding window** w = 1: λ2 is tiny; the receptive field grows by one key per side per layer.",
+        "**Global + local** with g = 1, w = 1: one global token connects everyone in two layers.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. What sparsity saves
+# ---------------------------------------------------------------------------------------------
+
+
+def timing_rows(b: int, run: int) -> list[dict]:
+    """The kept timing run, or a fresh one measured under a spinner (it takes a few seconds)."""
+    if R.timing.has(b, run):
+        return R.timing(b, run)
+    with st.spinner("Timing dense and block-sparse attention on this machine ..."):
+        return R.timing(b, run)
+
+
+def cost_panel(d: Optional[Drawn]) -> None:
+    """Section 5: allowed pairs against n², and measured dense vs block-sparse time."""
+    st.header("5. What sparsity saves")
+    st.markdown(
+        "Dense attention scores every pair: n² of them per head, so doubling the input quadruples the work. A "
+        "block-diagonal mask with blocks of b scores only n·b pairs, and a kernel that skips the blocked pairs does "
+        "n/b small b×b problems. The work then shrinks by the factor b/n. Below it is timed on this machine, in one "
+        f"run, for n up to 2,048 (longer than the {MAX_EDIT_N}-token editor: no pattern is drawn here)."
+    )
+    st.latex(r"\text{dense: } O(n^2 d) \qquad \text{block-sparse: } O(n\,b\,d)"
+             r"\qquad \frac{\text{block-sparse}}{\text{dense}} = \frac{b}{n}")
+    current = None
+    if d is not None:
+        n, pairs = d.stack.shape[-1], int(d.stack[0].sum())
+        current = (n, pairs)
+        c1, c2, c3 = st.columns(3)
+        c1.metric("pairs your mask allows (layer 0)", f"{pairs:,}")
+        c2.metric("dense pairs n²", f"{n * n:,}")
+        c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
+    b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY)
+    w = 2 if d is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
+    st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs")
+    run = st.session_state.setdefault(TIMING_RUN_KEY, 0)
+    if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
+        st.session_state[TIMING_RUN_KEY] = run = run + 1
+    rows = timing_rows(b, run)
+    st.plotly_chart(R.timing_figure(rows, title=f"measured on this machine (4 heads of 16, b = {b}, one CPU thread)"),
+                    key="masks.timing")
+    frame = pd.DataFrame(rows)[["n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n"]]
+    st.dataframe(frame.style.format({"dense ms": "{:.2f}", "block-sparse ms": "{:.2f}", "measured ratio": "{:.3f}",
+                                     "predicted ratio b/n": "{:.3f}"}), hide_index=True, width="stretch")
+    st.caption("Best of 3 calls each. At small n fixed overheads dominate and the ratio stays above b/n; as n grows "
+               "the dense n×n buffer gets expensive (memory as well as arithmetic) and the gap opens up.")
+    try_this(
+        "Double b: the predicted ratio doubles. Does the measured one follow at large n?",
+        "Press **Measure again**: how much do the times move from run to run on a shared machine?",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Encoder vs decoder
+# ---------------------------------------------------------------------------------------------
+
+
+def legality_models(data: dict, length: int) -> None:
+    """Each model with its own mask, its accuracy with it and with the other model's mask."""
+    width, tokens = length + 2, data["tokens"]
+    left, right = st.columns(2)
+    for col, name, own, other in ((left, "encoder", "full", "causal"), (right, "decoder", "causal", "full")):
+        with col:
+            mask = M.full(width) if own == "full" else M.causal(width)
+            st.plotly_chart(R.mask_grid_figure(mask.numpy(), tokens, tokens, title=f"{name}: its own {own} mask"),
+                            key=f"masks.legality_{name}")
+            m1, m2 = st.columns(2)
+            m1.metric(f"own mask: {own}", f"{data['acc'][(name, own)]:.1%}")
+            m2.metric(f"given the {other} mask", f"{data['acc'][(name, other)]:.1%}",
+                      delta=f"{(data['acc'][(name, other)] - data['acc'][(name, own)]) * 100:+.1f} points")
+
+
+def legality_panel(device: str) -> None:
+    """Section 6: the future-legality task: the bidirectional encoder solves it, the causal decoder cannot."""
+    st.header("6. Encoder vs decoder: a rule that comes last")
+    st.markdown(
+        "Each digit must be marked *ok* or *bad* by a rule (even or odd) written **after** all the digits. The "
+        "encoder's full mask lets every digit read the rule; the decoder's causal mask hides it, so the decoder can "
+        "only guess, and a guess is right half of the time. Same task, same size of model: the mask alone decides. "
+        "(The same reasoning warns about leaks: if a decoder cross-attends to an encoder that has read the answer, "
+        "the future reaches the decoder through the encoder.)"
+    )
+    if not {R.ENC_ID, R.DEC_ID} <= {e["id"] for e in models.manifest()}:
+        st.info("The bundled future-legality models are not installed, so this comparison cannot run. Build them "
+                "with `python -m core.train --all`.")
+        return
+    length = st.slider("digits per example", 2, 16, 8, key=LEGALITY_LEN_KEY,
+                       help="Both models were trained on 8 digits; other lengths test how they generalise.")
+    data = R.legality_panel_data(device, length)
+    legality_models(data, length)
+    st.caption(f"{R.N_SAMPLES} examples of {length} digits, the same for every cell. core.train.evaluate on 512 "
+               f"fresh examples: encoder {data['evaluate']['encoder']:.1%}, decoder {data['evaluate']['decoder']:.1%}.")
+    st.markdown(f"One example, `{' '.join(data['tokens'])}`. *Pull of the rule* is the size of the gradient of that "
+                "position's output with respect to the rule token: the decoder's is exactly 0.")
+    st.dataframe(pd.DataFrame(A.legality_rows(data, get_task("future-legality").vocab)), hide_index=True,
+                 width="stretch", column_config={c: st.column_config.NumberColumn(c, format="%.4f")
+                                                 for c in ("encoder: pull of the rule", "decoder: pull of the rule")})
+    try_this(
+        "Give the encoder the causal mask (right-hand metric on the left): it falls to about 50%.",
+        f"In the sidebar pick **{R.ENC_ID}** and untick the last column (the rule) in section 1.",
+        "Give the decoder the full mask: it can now see the rule, but was never trained to use it.",
+    )
