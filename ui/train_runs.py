@@ -264,6 +264,8 @@ def open_upload(file_id: str, name: str, data: bytes) -> tuple[str, dict, bool]:
         model_id = seen[file_id]
         return model_id, models.user_models()[model_id][1], False
     model, meta = analysis.read_checkpoint(name, data)
+    # The file's own accuracy claim is kept apart by core.checkpoints; this one is measured here.
+    meta["accuracy"] = evaluate(model, meta["task"], n_samples=EVAL_SAMPLES, arch=model.cfg.arch)
     model_id = models.add_user_model(model, meta)
     seen[file_id] = model_id
     return model_id, meta, True

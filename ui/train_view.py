@@ -12,7 +12,7 @@ import streamlit as st
 
 from core.analysis import train as A
 from core.analysis.train import TrainSettings
-from core.checkpoints import MAX_UPLOAD_BYTES
+from core.checkpoints import MAX_UPLOAD_BYTES, describe_limits
 from core.figures import train as F
 from core.tasks import TASKS, get_task
 from ui import models
@@ -393,7 +393,7 @@ def upload_widget() -> None:
     if new:
         st.rerun()  # once, so the shared sidebar (drawn above) lists the new model
     acc = meta.get("accuracy")
-    acc_text = f", accuracy {acc:.1%}" if isinstance(acc, (int, float)) else ""
+    acc_text = f", {acc:.1%} right on {R.EVAL_SAMPLES} fresh examples (measured here)" if isinstance(acc, float) else ""
     st.success(f"Opened **{file.name}**: a {meta['config'].get('arch')} model for the {meta.get('task')} task"
                f"{acc_text}. It is in the sidebar's model list for this session.", icon=":material/check_circle:")
     selected = st.session_state.get(MODEL_KEY) == model_id
@@ -410,4 +410,5 @@ def upload_panel() -> None:
         "that does not match are refused with a reason. Pickle files (.pt, .pth) are never opened, because "
         f"opening one can run code hidden inside it. Files over {MAX_MB} MB are refused."
     )
+    st.caption(describe_limits() + " The accuracy shown is measured here on fresh examples, never read from the file.")
     upload_widget()

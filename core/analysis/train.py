@@ -278,8 +278,7 @@ def read_checkpoint(name: str, data: bytes) -> tuple[Transformer, dict]:
                          "it, so Glassbox never does; upload a .safetensors file saved by this app instead.")
     if len(data) == 0:
         raise ValueError(f"{name} is empty.")
-    _check_declared_size(data)
-    model, meta = checkpoints.from_bytes(data)
+    model, meta = checkpoints.from_bytes(data)  # bounds every declared size before anything is built
     task_name = meta.get("task")
     if task_name not in TASKS:
         raise ValueError(f"the checkpoint says its task is {task_name!r}, which this app does not know "
@@ -301,51 +300,3 @@ def read_checkpoint(name: str, data: bytes) -> tuple[Transformer, dict]:
     return model, meta
 
 
-MAX_DECLARED_PARAMS = 8_000_000  # a config bigger than this cannot match a file under the upload limit
-
-
-def _declared_config(data: bytes) -> Optional[dict]:
-    """The config stored in a safetensors header's metadata, read without building anything (None if absent)."""
-    import json
-
-    from core import checkpoints
-
-    if len(data) < 8:
-        return None
-    n = int.from_bytes(data[:8], "little")
-    if n <= 0 or 8 + n > len(data):
-        return None
-    try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
-        meta = json.loads(header.get("__metadata__", {}).get(checkpoints.META_KEY, "null"))
-    except (ValueError, AttributeError, TypeError):
-        return None  # from_bytes will explain what is wrong
-    config = meta.get("config") if isinstance(meta, dict) else None
-    return config if isinstance(config, dict) else None
-
-
-def _check_declared_size(data: bytes) -> None:
-    """Refuse a header whose config describes a huge model BEFORE that model is allocated.
-
-    Building the model comes before comparing it with the tensors, so a forged config (say
-    d_model = 10^6) could otherwise take the server's memory with a tiny file.
-    """
-    config = _declared_config(data)
-    if config is None:
-        return
-    try:
-        d = int(config.get("d_model", 64))
-        layers = int(config.get("n_layers", 2))
-        heads = int(config.get("n_heads", 4))
-        d_head = int(config.get("d_head") or max(1, d // max(1, heads)))
-        d_mlp = int(config.get("d_mlp") or 4 * d)
-        vocab = int(config.get("vocab_size", 32)) + int(config.get("src_vocab_size") or 0)
-        max_len = int(config.get("max_len", 64))
-    except (TypeError, ValueError, OverflowError):
-        return  # TransformerConfig's own checks will name the bad field
-    stacks = 2 if config.get("arch") == "encoder-decoder" else 1
-    per_layer = 4 * d * heads * d_head + 2 * d * d_mlp  # attention (+ cross) and MLP matrices
-    estimate = stacks * layers * per_layer * 1.5 + (vocab * 2 + max_len) * d
-    if estimate > MAX_DECLARED_PARAMS:
-        raise ValueError(f"the file's config describes a model of about {estimate / 1e6:,.0f} million numbers, "
-                         "far more than a file under the upload limit can hold; refusing to build it.")

@@ -216,8 +216,13 @@ def _valid_checkpoint() -> bytes:
     from core.tasks import get_task
 
     meta = {"title": "classmate", "task": "reverse", "vocab": list(get_task("reverse").vocab.tokens),
-            "steps": 0, "seed": 0, "accuracy": 0.0}
+            "steps": 0, "seed": 0, "accuracy": 0.99}  # an untrained model that claims 99%
     return checkpoints.to_bytes(trainer.model, meta)
+
+
+def _forged(**config) -> bytes:
+    from tests.core.test_checkpoints import _rewrite_meta
+    return _rewrite_meta(_valid_checkpoint(), lambda m: m["config"].update(config))
 
 
 class _Boom:
@@ -233,7 +238,11 @@ class _Boom:
     ("model.safetensors", b"this is not a checkpoint at all" * 10, "not a readable"),
     ("model.safetensors", _valid_checkpoint()[:300], "not a readable"),
     ("empty.safetensors", b"", "empty"),
-])
+    ("deep.safetensors", _forged(n_layers=40_000, d_model=2, n_heads=1, d_head=None, d_mlp=None),
+     "outside what glassbox opens"),
+    ("long.safetensors", _forged(max_len=10 ** 9), "outside what glassbox opens"),
+    ("eps.safetensors", _forged(ln_eps="x"), "ln_eps"),
+], ids=["pickle-exploit", "pt-file", "garbage", "truncated", "empty", "40k-layers", "max-len-1e9", "bad-ln-eps"])
 def test_a_bad_upload_gets_a_clear_error(name, data, words, tmp_path):
     at = page_at(PAGE)
     at.file_uploader(key="train.upload").set_value((name, data, "application/octet-stream")).run()
@@ -251,7 +260,8 @@ def test_a_valid_upload_joins_the_sidebar():
                                                     "application/octet-stream")).run()
     assert_ok(at)
     assert not at.error
-    assert any("classmate.safetensors" in s.value for s in at.success)
+    message = next(s.value for s in at.success if "classmate.safetensors" in s.value)
+    assert "measured here" in message and "99.0%" not in message  # the file's own claim is never shown
     options = at.sidebar.selectbox(key="glassbox.model").options
     assert sum("(this session)" in o for o in options) == 1
     at.run()  # a rerun must not add the same upload twice
