@@ -26,6 +26,7 @@ from torch import nn
 from core import positional
 from core.config import TransformerConfig
 from core.model import MLP, Attention, CallOptions
+from core.train import draws_from
 
 Mixing = Literal["sinkhorn", "free"]
 MIXINGS = ("sinkhorn", "free")
@@ -148,16 +149,20 @@ class HyperTransformer(nn.Module):
     and the final one, so a caller can take gradients there.
     """
 
-    def __init__(self, cfg: HyperConfig, seed: int = 0):
+    def __init__(self, cfg: HyperConfig, seed: int = 0, *, generator: Optional[torch.Generator] = None):
         super().__init__()
         self.cfg = cfg
-        torch.manual_seed(seed)  # the sublayers' own initialisers draw from the global generator (callers
-        # that must not move it wrap the build in torch.random.fork_rng)
-        generator = torch.Generator().manual_seed(seed)
-        self.W_E = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.blocks = nn.ModuleList([HyperBlock(cfg, generator) for _ in range(cfg.n_layers)])
-        self.ln_final = nn.LayerNorm(cfg.d_model)
-        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        # Every weight comes from this local generator (`generator` replaces `seed` when given), never
+        # from torch's process-wide one, which all threads share: the hyper-connections draw from it
+        # as they are built, and `init_weights` then redraws every Linear and Embedding weight from
+        # it. The draws those modules' own constructors make go to a scratch generator.
+        if generator is None:
+            generator = torch.Generator().manual_seed(int(seed))
+        with draws_from(torch.Generator()):
+            self.W_E = nn.Embedding(cfg.vocab_size, cfg.d_model)
+            self.blocks = nn.ModuleList([HyperBlock(cfg, generator) for _ in range(cfg.n_layers)])
+            self.ln_final = nn.LayerNorm(cfg.d_model)
+            self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.register_buffer("pos_table", positional.sinusoidal(cfg.max_len, cfg.d_model), persistent=False)
         init_weights(self, cfg.gain, generator)
 

@@ -5,10 +5,11 @@
 little on each rerun and keep the optimizer between reruns. `evaluate` scores a model on fresh
 samples. `python -m core.train --all` rebuilds every bundled checkpoint from the `BUNDLE` table.
 
-Reproducibility: nothing here touches the global RNGs. Model initialisation runs under a forked
-torch RNG seeded from `seed`; every training batch comes from `task.batch(..., seed=s)` with s
-derived from (seed, step), and evaluation batches from a separate derived stream, so evaluation
-data never coincides with training data drawn from the same seed.
+Reproducibility: nothing here seeds or depends on the global RNGs (torch's is shared by every
+thread of a Streamlit server, so seeding it would race). Model initialisation draws from a local
+torch.Generator seeded from `seed`; every training batch comes from `task.batch(..., seed=s)` (a
+local numpy Generator) with s derived from (seed, step), and evaluation batches from a separate
+derived stream, so evaluation data never coincides with training data drawn from the same seed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from core.config import TransformerConfig
 from core.model import Transformer
@@ -32,7 +34,7 @@ from core.tasks import IGNORE, Batch, Task, get_task
 
 __all__ = [
     "StepInfo", "TrainResult", "Trainer", "train", "evaluate", "default_config", "format_width",
-    "Recipe", "BUNDLE", "build_recipe", "build_bundle", "init_model", "derive_seed", "lr_factor", "main",
+    "Recipe", "BUNDLE", "build_recipe", "build_bundle", "init_model", "draws_from", "derive_seed", "lr_factor", "main",
 ]
 
 Schedule = Literal["cosine", "linear", "constant"]
@@ -169,23 +171,64 @@ class TrainResult:
 Callback = Callable[[StepInfo], Optional[bool]]
 
 
-def init_model(config: TransformerConfig, seed: int = 0, embed_std: Optional[float] = None) -> Transformer:
-    """A fresh model whose initial weights depend only on `seed` (the caller's RNG is untouched).
+def init_model(config: TransformerConfig, seed: int = 0, embed_std: Optional[float] = None, *,
+               generator: Optional[torch.Generator] = None) -> Transformer:
+    """A fresh model whose initial weights depend only on `seed`, whatever other threads do.
+
+    Every draw comes from a local `torch.Generator` seeded with `seed` (or from `generator`, which
+    then replaces the seed), never from torch's process-wide one: that is shared by every thread of
+    the server, so two sessions seeding it at once would get each other's draws. The model's own
+    initialisers run unchanged, in their order, only drawing from the local generator (see
+    `draws_from`), so the weights are exactly those `torch.manual_seed(seed); Transformer(config)`
+    gives, and the global generator is neither read nor moved.
 
     embed_std: re-draw the token embeddings W_E at this std. The model's default (0.02) makes
     tokens tiny next to a unit-amplitude sinusoidal table, so after LayerNorm a sinusoidal model
     barely sees which token it holds and learns slowly; std ~1 puts both on the same scale (the
     original paper scales embeddings by sqrt(d_model) for the same reason).
     """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    if generator is None:
+        generator = torch.Generator().manual_seed(int(seed))
+    with draws_from(generator):
         model = Transformer(config)
-        if embed_std is not None:
-            with torch.no_grad():
-                for name, param in model.named_parameters():
-                    if name.endswith("W_E.weight"):
-                        param.normal_(0.0, embed_std)
+    if embed_std is not None:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.endswith("W_E.weight"):
+                    param.normal_(0.0, embed_std, generator=generator)
     return model
+
+
+# Calls that draw random numbers and take a `generator` (nn.init's initialisers pass theirs by keyword).
+_RANDOM_CALLS = frozenset({
+    torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.random_, torch.Tensor.bernoulli_,
+    torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.cauchy_, torch.Tensor.log_normal_,
+    torch.Tensor.bernoulli, torch.rand, torch.randn, torch.randint, torch.randperm, torch.normal,
+    torch.bernoulli, torch.multinomial, torch.poisson, torch.rand_like, torch.randn_like, torch.randint_like,
+})
+
+
+class _DrawsFrom(TorchFunctionMode):
+    def __init__(self, generator: torch.Generator):
+        super().__init__()
+        self.generator = generator
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("generator") is None and ("generator" in kwargs or func in _RANDOM_CALLS):
+            kwargs["generator"] = self.generator
+        return func(*args, **kwargs)
+
+
+def draws_from(generator: torch.Generator) -> TorchFunctionMode:
+    """A context in which this thread's random draws come from `generator`, not the global RNG.
+
+    `with draws_from(g): model = Transformer(cfg)` runs the constructors unchanged; each random
+    call they make without a generator of its own (nn.init.kaiming_uniform_, normal_, uniform_,
+    Tensor.normal_, torch.randn, ...) is handed `g`. It is a torch function mode, and those live on
+    the calling thread's own stack, so builds in other threads at the same moment are untouched.
+    """
+    return _DrawsFrom(generator)
 
 
 class Trainer:

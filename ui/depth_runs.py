@@ -64,7 +64,7 @@ def mixing_example(n_layers: int, gain: float, seed: int, streams: int, noise: f
     cfg = HyperConfig(n_streams=streams, mixing="sinkhorn", noise=noise, n_layers=n_layers, gain=gain,
                       d_model=A.EXPERIMENT_D_MODEL, n_heads=A.EXPERIMENT_HEADS,
                       vocab_size=A.EXPERIMENT_VOCAB, max_len=A.EXPERIMENT_TOKENS)
-    with A.one_thread(), torch.random.fork_rng(devices=[]):
+    with A.one_thread():  # the build draws from its own seeded generator, not torch's global one
         return freeze(HyperTransformer(cfg, seed=seed).double().mixing_matrices().numpy())
 
 

@@ -29,6 +29,7 @@ from core.hyper import HyperConfig, HyperTransformer, init_weights
 from core.device import one_thread
 from core.model import Transformer
 from core.tasks import IGNORE, Task
+from core.train import draws_from, init_model
 
 # ---------------------------------------------------------------------------------------------
 # 1. The residual stream, forward
@@ -280,15 +281,15 @@ def random_stack(variant: str, n_layers: int, gain: float = 1.0, seed: int = 0, 
         cfg = HyperConfig(n_streams=n_streams, mixing=spec["hyper"], noise=noise, vocab_size=EXPERIMENT_VOCAB,
                           d_model=EXPERIMENT_D_MODEL, n_heads=EXPERIMENT_HEADS, n_layers=n_layers,
                           max_len=EXPERIMENT_TOKENS, gain=gain)
-        with torch.random.fork_rng(devices=[]):
-            return HyperTransformer(cfg, seed=seed).double()
+        return HyperTransformer(cfg, seed=seed).double()
     cfg = TransformerConfig(arch="decoder", vocab_size=EXPERIMENT_VOCAB, d_model=EXPERIMENT_D_MODEL,
                             n_heads=EXPERIMENT_HEADS, n_layers=n_layers, max_len=EXPERIMENT_TOKENS,
                             norm=spec["norm"], residual=spec["residual"])
-    with torch.random.fork_rng(devices=[]):  # seed the build without moving the process's global RNG
-        torch.manual_seed(seed)
+    with draws_from(torch.Generator()):  # a scratch generator: `init_weights` redraws all of these
         model = Transformer(cfg)
-    init_weights(model, gain, torch.Generator().manual_seed(seed))
+    # Every Linear and Embedding weight from a local generator (biases zeroed; LayerNorms start at
+    # ones and zeros), never from torch's process-wide one, which other threads share.
+    init_weights(model, gain, torch.Generator().manual_seed(int(seed)))
     return model.double()
 
 
@@ -447,9 +448,7 @@ def task_gradients(model: Transformer, task: Task, n_samples: int = 64, seed: in
 
 def fresh_twin(model: Transformer, seed: int = 0) -> Transformer:
     """An untrained model with the same config (the project's own init), to compare before/after training."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        fresh = Transformer(TransformerConfig.from_dict(model.cfg.to_dict()))
+    fresh = init_model(TransformerConfig.from_dict(model.cfg.to_dict()), seed)
     return fresh.to(model.device).eval()
 
 
