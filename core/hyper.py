@@ -166,8 +166,17 @@ class HyperTransformer(nn.Module):
         self.register_buffer("pos_table", positional.sinusoidal(cfg.max_len, cfg.d_model), persistent=False)
         init_weights(self, cfg.gain, generator)
 
-    def forward(self, tokens: torch.Tensor, states: Optional[list] = None) -> torch.Tensor:
-        """Logits `[batch pos vocab]`; residual states `[batch pos stream d_model]` go into `states`."""
+    def forward(self, tokens: torch.Tensor, states: Optional[list] = None, mixing: Optional[list] = None,
+                outputs: Optional[list] = None, cut: bool = False) -> torch.Tensor:
+        """Logits `[batch pos vocab]`. For gradients, live tensors go into the lists given:
+
+        states: the residual state entering each block `[batch pos stream d_model]`, then the final one;
+        outputs: each block's output (the next block's input, unless `cut`);
+        mixing: each block's two mixing matrices H_res `[2 n n]` (attention, MLP).
+        cut: every block but the first reads a detached copy of the state (a new leaf), so a gradient
+        taken at a block's output stops at that block's input: the depth experiment walks the
+        backward pass one block at a time, and each step then touches one block only.
+        """
         b, n = tokens.shape
         if n > self.cfg.max_len:
             raise ValueError(f"this stack was built for {self.cfg.max_len} positions, got {n}")
@@ -176,10 +185,18 @@ class HyperTransformer(nn.Module):
         mask = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril()
         opts = CallOptions(pos="sinusoidal")
         h_res = self.mixing_matrices(detach=False).view(len(self.blocks), 2, *([self.cfg.n_streams] * 2))  # [layer 2 n n]
-        for block, h in zip(self.blocks, h_res):
+        for i, block in enumerate(self.blocks):
+            h = h_res[i]  # [2 n n]; indexed one by one (not unbound at once), so a gradient taken with
+            # respect to one block's h does not wait on the blocks below
+            if cut and i > 0:
+                x = x.detach().requires_grad_(True)
             if states is not None:
                 states.append(x)
+            if mixing is not None:
+                mixing.append(h)
             x = block(x, mask, opts, h)
+            if outputs is not None:
+                outputs.append(x)
         if states is not None:
             states.append(x)
         return self.unembed(self.ln_final(x.mean(dim=2)))  # [batch pos vocab]

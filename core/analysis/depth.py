@@ -261,12 +261,18 @@ MAX_EXPERIMENT_LAYERS = 48
 
 @dataclass
 class DepthProfile:
-    """One random stack's gradient per layer (index 0 = the input side, n_layers = the output)."""
+    """One random stack's gradient per layer (index 0 = the input side, n_layers = the output).
+
+    The gradients are carried down the stack in log space (see `depth_profile`), so the logs are
+    finite even where a norm is beyond float64's range; there the plain value is inf.
+    """
 
     variant: str
     resid_grad: np.ndarray  # [n_layers + 1] ||d loss / d x_l|| for the state entering block l (last: output)
     weight_grad: np.ndarray  # [n_layers] ||d loss / d W|| over block l's weight matrices
     resid_norm: np.ndarray  # [n_layers + 1] ||x_l||
+    log_resid_grad: Optional[np.ndarray] = None  # [n_layers + 1] ln ||d loss / d x_l||, finite past 1e308
+    log_weight_grad: Optional[np.ndarray] = None  # [n_layers] ln ||d loss / d W_l||
 
 
 def random_stack(variant: str, n_layers: int, gain: float = 1.0, seed: int = 0, n_streams: int = 4,
@@ -306,26 +312,48 @@ def _block_weights(model: torch.nn.Module) -> list[list[torch.Tensor]]:
     return [[p for p in b.parameters() if p.dim() == 2] for b in blocks]
 
 
-def _live_run(model: Transformer, tokens: torch.Tensor, names: list[str]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Logits and the live (graph-attached) tensors at the named hooks, from one forward pass.
+def _block_run(model: Transformer, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """Logits and, per block, its input and its output as live (graph-attached) tensors.
 
-    The same mechanism `run_with_cache(grad_of=...)` uses, kept open here so the weights'
-    gradients come out of the same backward pass as the states'.
+    The hooks `blocks.{l}.hook_resid_pre` and `hook_resid_post`, read as `run_with_cache(grad_of=...)`
+    does, with one intervention: every block but the first reads a detached copy of its input (a
+    new leaf, same values), so a gradient taken at a block's output stops at its input and the
+    block-by-block backward of `depth_profile` touches one block per step. Without LayerNorm
+    attention takes the explicit path (see `depth_profile`); with it, scores stay small and the
+    fused kernel is kept.
     """
-    state = RunState(capture=frozenset(names), keep_live=True)
+    n_layers = model.cfg.n_layers
+    pre = [f"blocks.{i}.hook_resid_pre" for i in range(n_layers)]
+    post = [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
+    state = RunState(capture=frozenset(pre + post), fwd={name: [_cut] for name in pre[1:]}, keep_live=True)
     with running(state):
-        logits = model(tokens)
-    return logits, [state.live[n] for n in names]
+        logits = model(tokens, attn_impl="explicit" if model.cfg.norm == "none" else "auto")
+    return logits, [state.live[n] for n in pre], [state.live[n] for n in post]
+
+
+def _cut(x: torch.Tensor, hook) -> torch.Tensor:
+    """The same values as a new leaf: the backward pass stops here."""
+    return x.detach().requires_grad_(True)
 
 
 def depth_profile(variant: str, n_layers: int, gain: float = 1.0, seed: int = 0, n_streams: int = 4,
                   noise: float = 0.5) -> DepthProfile:
     """Gradient of the cross-entropy on random targets at every block's input, for one random stack.
 
-    Transformer variants are read at the hooks `blocks.{l}.hook_resid_pre` and the last
-    `hook_resid_post` (the live tensors, as `run_with_cache(grad_of=...)` does); the
-    hyper-connected stack hands its states over itself. The weights' gradients come from the same
-    `torch.autograd.grad` call on this private model. Overflow stays in the arrays as inf/nan.
+    Transformer variants are read at the hooks `blocks.{l}.hook_resid_pre` and `hook_resid_post`
+    (the live tensors, as `run_with_cache(grad_of=...)` does); the hyper-connected stack hands its
+    states over itself. The weights' gradients come from the same `torch.autograd.grad` calls on
+    this private model; no `.grad` is written.
+
+    Without LayerNorm the stream grows geometrically, so attention scores and gradients get huge:
+    - the stacks without LayerNorm run attention on the explicit path (softmax, then its plain
+      backward): the fused kernel's backward turns such scores into NaN on some CPUs (an AVX2
+      AMD EPYC, from 48 layers at gain 1);
+    - the gradient goes down one block at a time (`_log_space_backward`), rescaled by a power of
+      two at every block and the exponent kept aside, so nothing overflows on the way. Powers of
+      two scale exactly, so every value that fits in a float64 is the one a single backward pass
+      gives, bit for bit; past ~1e308 the plain value is inf and its log (`log_resid_grad`) is
+      still finite.
     """
     with one_thread():
         return _depth_profile(variant, n_layers, gain, seed, n_streams, noise)
@@ -335,27 +363,110 @@ def _depth_profile(variant, n_layers, gain, seed, n_streams, noise) -> DepthProf
     model = random_stack(variant, n_layers, gain, seed, n_streams, noise)
     tokens, targets = _experiment_batch(seed)
     weights = _block_weights(model)
-    flat = [w for ws in weights for w in ws]
+    mixing: list[torch.Tensor] = []
+    mixed = None
     with torch.enable_grad():
         if isinstance(model, HyperTransformer):
-            states: list[torch.Tensor] = []
-            logits = model(tokens, states)
+            inputs: list[torch.Tensor] = []
+            outputs: list[torch.Tensor] = []
+            logits = model(tokens, inputs, mixing, outputs, cut=True)
+            inputs.pop()  # the final state: it is outputs[-1]
+            mixed = [[b.hc_attn.res, b.hc_mlp.res] for b in model.blocks]
         else:
-            names = [f"blocks.{i}.hook_resid_pre" for i in range(n_layers)] + [f"blocks.{n_layers - 1}.hook_resid_post"]
-            logits, states = _live_run(model, tokens, names)
+            logits, inputs, outputs = _block_run(model, tokens)
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # [batch*pos vocab]
-        grads = torch.autograd.grad(loss, states + flat, allow_unused=True)
-    resid_grad = np.array([float(g.norm()) for g in grads[: len(states)]])
-    squares = iter([0.0 if g is None else float(g.pow(2).sum()) for g in grads[len(states):]])
-    weight_grad = np.sqrt([sum(next(squares) for _ in ws) for ws in weights])
-    resid_norm = np.array([float(x.detach().norm()) for x in states])
-    return DepthProfile(variant, resid_grad, weight_grad, resid_norm)
+        log_resid, log_weight = _log_space_backward(loss, inputs, outputs, weights, mixing or None, mixed)
+    resid_norm = np.array([float(x.detach().norm()) for x in inputs + outputs[-1:]])
+    return DepthProfile(variant, _from_log2(*log_resid), _from_log2(*log_weight), resid_norm,
+                        _natural_log(*log_resid), _natural_log(*log_weight))
+
+
+def _log_space_backward(loss: torch.Tensor, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
+                        weights: list[list[torch.Tensor]], mixing: Optional[list[torch.Tensor]] = None,
+                        mixed: Optional[list[list[torch.Tensor]]] = None
+                        ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The gradient norms at every block's input and the output, and at every block's weights,
+    as (mantissa, base-2 exponent) pairs: `[n_layers + 1]` and `[n_layers]`.
+
+    Block l maps `inputs[l]` to `outputs[l]` (and `outputs[l]` is `inputs[l + 1]` in value). The
+    gradient at its input is (d output / d input)^T g_out, and its weights get theirs from the same
+    product, so one `autograd.grad` per block, from the top down, gives both. Before each, the
+    incoming gradient is divided by a power of two 2^e (e from its norm) and e is added to a running
+    exponent: the vector handed on stays near unit size, and the true norm is mantissa * 2^exponent.
+    Scaling by 2^e is exact in binary floating point, so each block does the very arithmetic a
+    single backward pass would, only shifted in exponent (the mantissas are bit-identical wherever
+    that pass neither overflows nor underflows).
+
+    Hyper-connected stacks: `mixing[l]` is the `[2 n n]` pair of matrices block l used and
+    `mixed[l]` the two `res` weights (in `weights[l]`) they come from. All blocks' pairs come out
+    of one batched Sinkhorn, so a `res` gradient asked for block by block would run the Sinkhorn's
+    backward once per block; instead each step returns the gradient at `mixing[l]`, at its own
+    scale, and one last pass through the Sinkhorn turns them all into `res` gradients (its
+    operations act on each matrix alone, so each keeps its block's scale).
+    """
+    n_layers = len(inputs)
+    mant = np.zeros(n_layers + 1)
+    expo = np.zeros(n_layers + 1, dtype=np.int64)
+    w_expo = np.zeros(n_layers, dtype=np.int64)
+    squares: list[list[float]] = [[0.0] * len(ws) for ws in weights]  # per weight matrix, at its block's scale
+    mix_grads: list[Optional[torch.Tensor]] = [None] * n_layers
+    (grad,) = torch.autograd.grad(loss, outputs[-1], retain_graph=True)
+    shift = 0  # the true gradient at the current state is grad * 2**shift
+    mant[-1] = float(grad.norm())
+    stopped = None  # the block below which the descent stopped on a zero or NaN gradient
+    for layer in range(n_layers - 1, -1, -1):
+        norm = float(grad.norm())
+        if not math.isfinite(norm) or norm == 0.0:  # NaN stays NaN; a zero gradient stays zero below
+            stopped = (layer, norm)
+            break
+        e = math.frexp(norm)[1]  # 2^(e-1) <= norm < 2^e
+        grad = grad * math.ldexp(1.0, -e)  # exact: a power of two
+        shift += e
+        skip = mixed[layer] if mixed is not None else []
+        direct = [i for i, w in enumerate(weights[layer]) if not any(w is m for m in skip)]
+        wanted = [inputs[layer]] + [weights[layer][i] for i in direct] + ([mixing[layer]] if mixing else [])
+        out = torch.autograd.grad(outputs[layer], wanted, grad_outputs=grad, retain_graph=True, allow_unused=True)
+        grad = out[0]
+        mant[layer], expo[layer], w_expo[layer] = float(grad.norm()), shift, shift
+        for i, g in zip(direct, out[1: 1 + len(direct)]):
+            squares[layer][i] = 0.0 if g is None else float(g.pow(2).sum())
+        if mixing:
+            mix_grads[layer] = out[-1]
+    done = [layer for layer in range(n_layers) if mix_grads[layer] is not None]
+    if done:
+        params = [m for layer in done for m in mixed[layer]]
+        found = iter(torch.autograd.grad([mixing[layer] for layer in done], params,
+                                         grad_outputs=[mix_grads[layer] for layer in done], allow_unused=True))
+        for layer in done:
+            for m in mixed[layer]:
+                g = next(found)
+                i = next(i for i, w in enumerate(weights[layer]) if w is m)
+                squares[layer][i] = 0.0 if g is None else float(g.pow(2).sum())
+    w_mant = np.array([math.sqrt(sum(sq)) for sq in squares])
+    if stopped is not None:
+        layer, norm = stopped
+        mant[: layer + 1] = norm
+        w_mant[: layer + 1] = norm
+        expo[: layer + 1] = w_expo[: layer + 1] = 0
+    return (mant, expo), (w_mant, w_expo)
+
+
+def _from_log2(mant: np.ndarray, expo: np.ndarray) -> np.ndarray:
+    """mant * 2^expo as float64 (exact; inf where it is beyond float64's range)."""
+    with np.errstate(over="ignore"):
+        return np.ldexp(mant, expo)
+
+
+def _natural_log(mant: np.ndarray, expo: np.ndarray) -> np.ndarray:
+    """ln(mant * 2^expo), finite for any finite positive mantissa (-inf for 0, NaN for NaN)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(mant) + expo * math.log(2.0)
 
 
 def relative(values: np.ndarray) -> np.ndarray:
     """Values divided by the last one (the output side), so every curve starts at 1 at the top."""
     values = np.asarray(values, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # past float64's range: inf
         return values / values[-1]
 
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from core import masks
 from core.analysis import depth as D
 from core.figures import depth as fig
+from core.hooks import RunState, running
 from core.hyper import HyperConfig, HyperTransformer, sinkhorn
 from core.model import Transformer, TransformerConfig
 from core.tasks import IGNORE
@@ -185,10 +186,80 @@ def test_post_ln_zigzags_where_pre_ln_is_smooth(profiles, seed):
     assert np.isfinite(rel).all() and rel.max() / rel.min() < 1e3  # no explosion at initialisation
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_without_norm_the_gradient_grows_going_down(profiles, seed):
-    rel = D.relative(profiles["no norm", seed].resid_grad)
-    assert rel[1] > 1e6
+PAGE_GAINS = (1.0, 1.5, 2.0)  # the Depth page's init gains from the default up to its largest (2.0)
+PAGE_SEEDS = (0, 1, 20)  # its init seeds run 0..20
+
+
+@pytest.fixture(scope="module")
+def worst_no_norm():
+    """The no-norm stack at the page's deepest setting (48 layers) and its larger gains."""
+    return {(g, s): D.depth_profile("no norm", D.MAX_EXPERIMENT_LAYERS, gain=g, seed=s)
+            for g in PAGE_GAINS for s in PAGE_SEEDS}
+
+
+@pytest.mark.parametrize("gain", PAGE_GAINS)
+@pytest.mark.parametrize("seed", PAGE_SEEDS)
+def test_without_norm_the_gradient_grows_going_down(worst_no_norm, gain, seed):
+    """Every value is finite in log space, even where the norm itself is past float64's ~1.8e308
+    (48 layers at gain 2: up to ~1e640 over the page's seeds), and the gradient grows going down."""
+    p = worst_no_norm[gain, seed]
+    log_rel = p.log_resid_grad - p.log_resid_grad[-1]  # ln of the curve the page draws
+    assert np.isfinite(log_rel).all() and np.isfinite(p.log_weight_grad).all() and np.isfinite(p.resid_norm).all()
+    assert log_rel[1] > math.log(1e6)  # a million times the top's gradient, near the input
+    slope = np.polyfit(np.arange(1, len(log_rel)), log_rel[1:], 1)[0]
+    assert slope < 0  # going up the stack the gradient shrinks, i.e. it grows going down
+    # Where a norm fits in a float64 the plain value is the log's, and it is inf only where it does not fit.
+    fits = p.log_resid_grad < math.log(np.finfo(np.float64).max)
+    np.testing.assert_allclose(np.log(p.resid_grad[fits]), p.log_resid_grad[fits], rtol=1e-12, atol=1e-12)
+    assert np.isposinf(p.resid_grad[~fits]).all()
+
+
+@pytest.mark.parametrize("variant", list(D.VARIANTS))
+def test_every_stack_is_finite_in_log_space_at_the_pages_extremes(variant):
+    for gain in (0.25, 2.0):  # the page's smallest and largest init gain, at its deepest stack
+        p = D.depth_profile(variant, D.MAX_EXPERIMENT_LAYERS, gain=gain, seed=0, n_streams=8, noise=1.0)
+        assert np.isfinite(p.log_resid_grad).all() and np.isfinite(p.log_weight_grad).all()
+        assert np.isfinite(p.resid_norm).all() and not np.isnan(p.resid_grad).any()
+
+
+def _one_backward_pass(variant: str, n_layers: int, gain: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The experiment's gradient norms from a single autograd.grad over the whole stack (the old way)."""
+    model = D.random_stack(variant, n_layers, gain=gain, seed=seed)
+    tokens, targets = D._experiment_batch(seed)
+    weights = D._block_weights(model)
+    flat = [w for ws in weights for w in ws]
+    with D.one_thread(), torch.enable_grad():
+        if isinstance(model, HyperTransformer):
+            states = []
+            logits = model(tokens, states)
+        else:
+            names = [f"blocks.{i}.hook_resid_pre" for i in range(n_layers)] + [f"blocks.{n_layers - 1}.hook_resid_post"]
+            state = RunState(capture=frozenset(names), keep_live=True)
+            with running(state):
+                logits = model(tokens, attn_impl="explicit" if model.cfg.norm == "none" else "auto")
+            states = [state.live[n] for n in names]
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        grads = torch.autograd.grad(loss, states + flat, allow_unused=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        resid = np.array([float(g.norm()) for g in grads[: len(states)]])
+        squares = iter([0.0 if g is None else float(g.pow(2).sum()) for g in grads[len(states):]])
+        weight = np.sqrt([sum(next(squares) for _ in ws) for ws in weights])
+    return resid, weight
+
+
+@pytest.mark.parametrize("variant,n_layers,gain,overflows", [
+    ("no norm", 48, 1.5, False), ("no norm", 48, 2.0, True), ("no residual", 48, 1.5, True),
+    ("post-LN", 12, 1.0, False), ("hyper (Sinkhorn)", 8, 1.0, False), ("hyper (free mixing)", 8, 2.0, False)])
+def test_block_by_block_backward_is_one_backward_pass_bit_for_bit(variant, n_layers, gain, overflows):
+    """Rescaling by powers of two is exact, so wherever one pass stays finite the numbers are its
+    very bits; where it overflowed the block-by-block ones are still finite in log space."""
+    p = D.depth_profile(variant, n_layers, gain=gain, seed=1)
+    resid, weight = _one_backward_pass(variant, n_layers, gain, seed=1)
+    for new, old in ((p.resid_grad, resid), (p.weight_grad, weight)):
+        ok = np.isfinite(old)
+        assert ok.any() and ok.all() != overflows
+        np.testing.assert_array_equal(new[ok], old[ok])
+    assert np.isfinite(p.log_resid_grad).all() and np.isfinite(p.log_weight_grad).all()
 
 
 @pytest.mark.parametrize("seed", [0, 1])
