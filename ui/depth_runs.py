@@ -1,60 +1,56 @@
 """The Depth page's cached work: residual streams, the logit lens, gradients, the random-stack
-experiment, the trained twins and the path curves. Kept in a module (not the page file) so each cache
-is made once per process: a cache defined in a page script is rebuilt, and its function's source
-re-hashed, on every rerun.
+experiment, the trained twins, the path curves, and the page's figures. Kept in a module (not the
+page file) so each cache is made once per process: a cache defined in a page script would be
+rebuilt on every rerun.
 
-Plain values in; results are shared by every session (ui.memo), so they are frozen read-only.
-The shared model is only ever called.
+Every cache is a process-wide ui.memo memo. Plain values in; results are shared by every session,
+so they are frozen read-only. The shared model is only ever called. The slow ones (the random
+stacks, the twins) are shown with a spinner by ui.depth_view when `memo.has(...)` says they are new.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import streamlit as st
 import torch
 
 from core.analysis import depth as A
+from core.figures import depth as F
 from core.hyper import HyperConfig, HyperTransformer
 from core.tasks import get_task
 from ui import models
+from ui.figures import cached
 from ui.memo import freeze, memo
+from ui.runs import model_inputs
 
 PATH_NS = sorted({2 ** k for k in range(1, 13)} | {3 * 2 ** k for k in range(0, 11)})  # 2 .. 4096
 TWIN_SAMPLES = 64
 
 
-def _inputs(cache_key: tuple):
-    """The model and the input (and decoder input) of a Selection's cache key, as tensors."""
-    model, meta = models.get_model(cache_key[0], cache_key[1])
-    ids = torch.tensor([cache_key[2]], device=model.device)  # [1 pos]
-    kwargs = {"tgt": torch.tensor([cache_key[3]], device=model.device)} if cache_key[3] is not None else {}
-    return model, ids, kwargs
-
-
 @memo(maxsize=64)
 def forward_data(cache_key: tuple, prefix: str) -> A.ForwardStream:
     """The residual stream of one stack for the sidebar's input."""
-    model, ids, kwargs = _inputs(cache_key)
+    model, ids, kwargs = model_inputs(cache_key)
     return freeze(A.forward_stream(model, ids, prefix, **kwargs))
 
 
 @memo(maxsize=64)
 def lens_data(cache_key: tuple, prefix: str) -> np.ndarray:
     """Logit-lens probabilities `[stage pos vocab]` of the output stack."""
-    model, _, _ = _inputs(cache_key)
+    model, _, _ = model_inputs(cache_key)
     return freeze(A.logit_lens(model, forward_data(cache_key, prefix).resid, prefix))
 
 
 @memo(maxsize=64)
 def backward_data(cache_key: tuple, prefix: str, kind: str, position: int, targets: tuple | None) -> A.BackwardStream:
     """Gradients of the chosen scalar at every residual state of one stack."""
-    model, ids, kwargs = _inputs(cache_key)
+    model, ids, kwargs = model_inputs(cache_key)
     return freeze(A.backward_stream(model, ids, A.objective(kind, targets, position), prefix, **kwargs))
 
 
 @memo(maxsize=256)
 def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int, noise: float) -> A.DepthProfile:
-    """One random stack's gradient profile (each variant cached on its own)."""
+    """One random stack's gradient profile (each variant cached on its own). Slow on a miss: the view
+    shows a spinner then."""
     return freeze(A.depth_profile(variant, n_layers, gain, seed, streams, noise))
 
 
@@ -75,14 +71,16 @@ def twin_ids() -> tuple[str, str] | None:
         if pre.get("norm") != "pre":
             continue
         for post in rows:
-            if post.get("norm") == "post" and post.get("task") == pre.get("task") and post.get("arch") == pre.get("arch"):
+            if (post.get("norm") == "post" and post.get("task") == pre.get("task")
+                    and post.get("arch") == pre.get("arch")):
                 return pre["id"], post["id"]
     return None
 
 
-@st.cache_data(max_entries=4, show_spinner="Measuring the twins' gradients ...")
+@memo(maxsize=4)
 def twins_data(pre_id: str, post_id: str, device: str) -> dict:
-    """Loss gradients at every residual state of both twins, trained and freshly initialised."""
+    """Loss gradients at every residual state of both twins, trained and freshly initialised. Slow on a
+    miss (a few seconds): the view shows a spinner then."""
     out = {}
     for label, model_id in (("pre-LN", pre_id), ("post-LN", post_id)):
         model, meta = models.get_model(model_id, device)
@@ -93,7 +91,7 @@ def twins_data(pre_id: str, post_id: str, device: str) -> dict:
             fresh = A.task_gradients(A.fresh_twin(model, seed=0), task, TWIN_SAMPLES, seed=5, length=length)
         out[label] = {"trained": trained, "untrained": fresh, "accuracy": meta.get("accuracy"),
                       "id": model_id}
-    return out
+    return freeze(out)
 
 
 @memo(maxsize=32)
@@ -112,7 +110,19 @@ def path_curves(heads: int) -> dict[str, np.ndarray]:
 @memo(maxsize=64)
 def model_paths(cache_key: tuple, prefix: str, threshold: float) -> tuple[int | None, np.ndarray, int]:
     """Layers needed on the sidebar model's thresholded attention graphs (its layers repeated)."""
-    model, ids, kwargs = _inputs(cache_key)
+    model, ids, kwargs = model_inputs(cache_key)
     graphs = A.attention_graphs(model, ids, threshold, prefix, **kwargs)  # [layer q k]
     needed, fields = A.layers_to_connect([torch.as_tensor(g) for g in graphs])
     return freeze((needed, fields, graphs.shape[0]))
+
+
+# Figures, built once per distinct input for every session (see ui.figures.cached).
+stage_figure = cached(F.stage_heatmap)
+contribution_figure = cached(F.contribution_figure)
+lens_figure = cached(F.logit_lens_figure)
+saliency_figure = cached(F.saliency_figure)
+depth_figure = cached(F.depth_chart)
+mixing_figure = cached(F.mixing_figure)
+twins_figure = cached(F.twins_chart)
+paths_figure = cached(F.paths_chart)
+field_figure = cached(F.receptive_field_figure)

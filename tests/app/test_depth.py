@@ -198,3 +198,67 @@ def test_url_params_are_clamped_with_a_note():
     notes = " ".join(w.value for w in at.warning)
     for param in ("L=999", "rho=5", "H=0", "gain=", "show="):
         assert param in notes, param
+
+
+def test_the_url_names_and_formats_the_page_writes():
+    at = open_depth(model=PRE)
+    assert_ok(at)
+    url = {k: v for k, v in dict(at.query_params).items() if k not in ("model", "input")}
+    assert url == {"at": str(at.selectbox(key="depth.pos").value), "obj": "loss", "L": "48", "gain": "1.0",
+                   "iseed": "0", "measure": "stream", "show": "pre-LN,post-LN,no norm,no residual,hyper (Sinkhorn)",
+                   "streams": "4", "noise": "0.5", "rho": "0.5", "n": "64", "H": "4", "tau": "0.1"}
+    at.slider(key="depth.rho").set_value(0.3).run()
+    at.multiselect(key="depth.variants").set_value(["no residual", "hyper (free mixing)"]).run()
+    assert_ok(at)
+    assert at.query_params["rho"] == "0.3" and at.query_params["show"] == "no residual,hyper (free mixing)"
+    at.multiselect(key="depth.variants").set_value([]).run()
+    assert_ok(at)
+    assert at.query_params["show"] == "" and any("at least one stack" in w.value for w in at.warning)
+
+
+def test_a_shared_stack_list_keeps_known_stacks_and_notes_the_rest():
+    at = open_depth(model=PRE, show="no residual, Pre-LN,bogus")
+    assert_ok(at)
+    assert at.multiselect(key="depth.variants").value == ["no residual", "pre-LN"]
+    assert "bogus" in " ".join(w.value for w in at.warning)
+    assert at.query_params["show"] == "no residual,pre-LN"
+    assert [t["name"] for t in chart(at, DEPTH)["data"] if not t["name"].startswith(("(1", "ρ"))] == \
+        ["no residual", "pre-LN"]
+
+
+@pytest.mark.parametrize("query", [{"model": "induction-rope", "input": "<bos>"},
+                                   {"model": "reverse-encdec", "input": "1"}])
+def test_a_one_token_input_draws_every_panel(query):
+    # /depth?model=induction-rope&input=<bos>: one token in (and, for the encoder-decoder, one source token).
+    at = open_depth(**query, at="5")
+    assert_ok(at)
+    got = titles(at)
+    for expected in ("‖x‖ per residual state", "Pieces of the final state", "Logit lens", "Gradient norm per residual",
+                     "Saliency of each input token", DEPTH, "H_res of sublayer", "Stream size along the depth",
+                     "Layers needed"):
+        assert any(t.startswith(expected) for t in got), expected
+    last = len(at.selectbox(key="depth.pos").options) - 1
+    assert at.query_params["at"] == str(last) and "at=5" in " ".join(w.value for w in at.warning)
+    assert any("after **0** stacked layer(s)" in m.value for m in at.markdown)  # the last token is the first
+    if query["model"] == "induction-rope":  # <bos> alone scores nothing: only a logit has a gradient
+        assert at.radio(key="depth.obj").options == ["one logit (the right answer at the chosen position)"]
+        assert at.query_params["obj"] == "logit" and "stack" not in at.query_params
+        assert z(at, "‖x‖ per residual state").shape[1] == 1
+    else:
+        at.radio(key="depth.stack").set_value("encoder").run()
+        assert_ok(at)
+        assert z(at, "‖x‖ per residual state").shape[1] == 1  # the one source token
+        assert chart(at, "Pieces of the final state at position 0")
+
+
+def test_the_twins_are_measured_once_and_shared_read_only(pre_page):
+    from ui import depth_runs as R  # the memos of the process the page ran in
+
+    twins = R.twin_ids()
+    assert twins is not None and R.twins_data.has(*twins, "cpu")  # the page measured them already
+    data = R.twins_data(*twins, "cpu")
+    assert R.twins_data(*twins, "cpu") is data  # no copy per rerun, as st.cache_data made
+    for label in ("pre-LN", "post-LN"):
+        for when in ("trained", "untrained"):
+            assert not data[label][when].resid_grad.flags.writeable
+            assert not data[label][when].resid_norm.flags.writeable

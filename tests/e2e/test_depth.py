@@ -1,9 +1,11 @@
 """Real browser: the Depth page loads with every chart, the heads slider moves the hop-model curve,
-and screenshots of the whole page go to test-artifacts/screenshots/."""
+a one-token input from a link draws the page, and screenshots of the whole page go to
+test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
 import math
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -75,3 +77,14 @@ def test_depth_page_draws_and_the_heads_slider_moves_the_formula(server_url, pag
     assert "H=5" in page.url
     wait_for_run(page, last=LAST)
     assert_no_exception(page)
+
+
+def test_depth_page_takes_a_one_token_input_from_a_link(server_url, page):
+    # A classroom link with the shortest input: one token, so one position and nothing scored.
+    open_page(page, f"{server_url}/depth?model=induction-rope&input={quote('<bos>')}", timeout=240_000, last=LAST)
+    wait_for_charts(page, 10, timeout=240_000)
+    assert_no_exception(page)
+    titles = [c["title"] for c in _charts(page)]
+    assert any(t.startswith("Pieces of the final state at position 0") for t in titles), titles
+    assert page.get_by_text("after 0 stacked layer(s)").count() == 1
+    _tall_screenshot(page, "depth_one_token")

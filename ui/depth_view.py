@@ -1,0 +1,645 @@
+"""The Depth page's panels, in reading order: the stream forward (its size, what each sublayer writes,
+the logit lens), the gradient backward (along the stream, input saliency), the depth experiment on
+random 48-layer stacks with the seed's bounds, hyper-connections, the bundled pre-LN / post-LN twins,
+and long-range paths (hop model vs attention graphs vs RNN). pages/depth.py calls them one after another.
+
+Kept in a module (not the page file) so it is compiled once per process. Every control a shared link
+may set is a URL parameter of the `URL` table below; cached work comes from ui.depth_runs, the
+numbers from core.analysis.depth and core.analysis.depth_tables.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.analysis import depth as A
+from core.analysis import depth_tables as T
+from core.figures import depth as F
+from core.tasks import IGNORE
+from ui import depth_runs as R
+from ui import query
+from ui.page import try_this
+from ui.params import Choice, Float, Int, Multi, Params, general
+from ui.sidebar import Selection
+
+VARIANT_NAMES = tuple(A.VARIANTS)
+DEFAULT_VARIANTS = ("pre-LN", "post-LN", "no norm", "no residual", "hyper (Sinkhorn)")
+IDENTITY_STACKS = ("pre-LN", "post-LN", "hyper (Sinkhorn)")  # drawn again on their own axis (the zoom)
+GAINS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+NOISES = (0.1, 0.25, 0.5, 0.75, 1.0)
+TAUS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+MEASURES = {"stream": "stream gradient ‖∂ℓ/∂x_l‖", "weights": "weight gradient ‖∂ℓ/∂W_l‖"}
+OBJECTIVES = {"loss": "the loss (all scored positions)", "logit": "one logit (the right answer at the chosen position)"}
+STACKS = ("decoder", "encoder")  # an encoder-decoder's two stacks
+MAX_PATH_DRAW = 64  # receptive-field rows drawn
+SUBLAYER_KEY, USE_RHO_KEY = "depth.sublayer", "depth.use_rho"  # controls outside the URL
+
+
+@dataclass(frozen=True)
+class Stacks(Multi):
+    """The random stacks drawn: a Multi that keeps the default ones (with a note) when the URL names
+    none it knows, so a bad link never opens on an empty chart."""
+
+    def parse(self, raw_name: str, bounds: dict) -> Optional[list]:
+        """The stacks the URL names (unknown ones dropped with a note); None, with a note, when it names none."""
+        raw = query.parse_text(raw_name)
+        if raw is not None and not any(self.known(part, bounds) for part in raw.split(self.sep)):
+            query.note(f"URL parameter {raw_name}={raw[:40]!r} names no known stack; showing the default ones.")
+            return None
+        return super().parse(raw_name, bounds)
+
+    def known(self, part: str, bounds: dict) -> bool:
+        """Whether `part` of the URL's list names a stack (matched as Multi matches it)."""
+        word = "".join(part.split()).lower()
+        return any(word == "".join(self.label(c).split()).lower() for c in bounds["choices"])
+
+
+# Every URL parameter of the page, once, in the order the page reads them. Session keys that predate
+# the table keep their names (key=). The position's range depends on the input, given when drawn.
+URL = Params(
+    "depth",
+    Choice("stack", "decoder", choices=STACKS),
+    Int("at", 0, lo=0, hi=0, key="depth.pos"),
+    Choice("obj", "loss", choices=tuple(OBJECTIVES)),  # narrowed to "logit" when no position is scored
+    Int("L", A.MAX_EXPERIMENT_LAYERS, lo=2, hi=A.MAX_EXPERIMENT_LAYERS, key="depth.layers"),
+    Choice("gain", 1.0, choices=GAINS),
+    Int("iseed", 0, lo=0, hi=20, key="depth.seed"),
+    Choice("measure", "stream", choices=tuple(MEASURES)),
+    Stacks("show", DEFAULT_VARIANTS, choices=VARIANT_NAMES, key="depth.variants"),
+    Int("streams", 4, lo=2, hi=8),
+    Choice("noise", 0.5, choices=NOISES),
+    Float("rho", 0.5, lo=0.01, hi=0.99, fmt=general),
+    Choice("n", 64, choices=tuple(R.PATH_NS)),
+    Int("H", 4, lo=1, hi=16),
+    Choice("tau", 0.1, choices=TAUS),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Reading the URL before the header, and the controls of sections 1 and 2
+# ---------------------------------------------------------------------------------------------
+
+
+def is_encdec(sel: Selection) -> bool:
+    """Whether the sidebar's model has two stacks (a Stack control)."""
+    return sel.arch == "encoder-decoder"
+
+
+def default_position(sel: Selection) -> int:
+    """The position picked first: the last scored one, or the last output position when none is scored."""
+    scored = A.scored_positions(sel.targets, len(sel.query_tokens))
+    return scored[-1] if scored else len(sel.query_tokens) - 1
+
+
+def objectives(sel: Selection) -> tuple[str, ...]:
+    """What the gradient may be of: the loss needs a scored position, one logit always works."""
+    return tuple(OBJECTIVES) if A.scored_positions(sel.targets, len(sel.query_tokens)) else ("logit",)
+
+
+def seed_url(sel: Selection) -> None:
+    """Read every URL parameter of this page before anything is drawn, so problems are reported at the top.
+
+    Each widget seeds itself again when it is drawn (a no-op once seeded); this only moves the first
+    reading, and its notes, before the page header."""
+    if is_encdec(sel):
+        URL.stack.seed()
+    URL.at.seed(hi=len(sel.query_tokens) - 1, default=default_position(sel))
+    URL.obj.seed(choices=objectives(sel))
+    for param in (URL.L, URL.gain, URL.iseed, URL.measure, URL.show, URL.streams, URL.noise, URL.rho,
+                  URL.n, URL.H, URL.tau):
+        param.seed()
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What sections 1 and 2 look at: one stack of the model, a position and what the gradient is of."""
+
+    stack: str  # "decoder" or "encoder" (a one-stack model's own)
+    prefix: str  # that stack's hook prefix ("" for a one-stack model)
+    out_prefix: str  # the hook prefix of the stack that predicts (the logit lens reads it)
+    tokens: list[str]  # that stack's token labels
+    position: int  # an output position
+    kind: str  # "loss" or "logit"
+    scored: list[int]  # output positions with a right answer
+
+
+def controls(sel: Selection) -> Focus:
+    """The model's facts, then the stack, position and objective controls of sections 1 and 2."""
+    cfg, encdec = sel.model.cfg, is_encdec(sel)
+    scored = A.scored_positions(sel.targets, len(sel.query_tokens))
+    st.caption(f"Sidebar model: **{sel.model_id}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
+               f"d_model {cfg.d_model} · LayerNorm **{cfg.norm}** · residual {'on' if cfg.residual else 'off'}.")
+    cols = st.columns([1, 2, 2]) if encdec else [None] + st.columns(2)
+    if encdec:
+        stack = URL.stack.widget(cols[0].radio, "Stack", help="Residual norms and gradients of this stack. "
+                                                              "The logit lens always reads the decoder.")
+    else:
+        URL.stack.clear()
+        stack = "decoder" if sel.arch == "decoder" else "encoder"
+    tokens = (sel.tokens if stack == "encoder" else sel.query_tokens) if encdec else sel.tokens
+    labels = sel.query_tokens
+    position = URL.at.widget(cols[1].selectbox, "Position", hi=len(labels) - 1, default=default_position(sel),
+                             format_func=lambda i: f"{i}: {labels[i]}",
+                             help="Used by the contribution waterfall and by the one-logit gradient.")
+    kind = URL.obj.widget(cols[2].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get)
+    if not scored:
+        st.info("This input has no position with a right answer, so there is no loss: gradients are of the "
+                "model's own top logit at the chosen position.")
+    return Focus(stack, f"{stack}." if encdec else "", "decoder." if encdec else "", tokens, position, kind, scored)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Forward
+# ---------------------------------------------------------------------------------------------
+
+
+def stream_size_section(sel: Selection, f: Focus, stream: A.ForwardStream) -> None:
+    """The stream's length after every sublayer, per token."""
+    cfg = sel.model.cfg
+    st.subheader("How big the stream is after every sublayer")
+    st.markdown(
+        "Each row is one state of the stream (the embedding at the bottom, then after every attention and MLP "
+        "sublayer), each column a token, the colour the vector's length. In a **pre-LN** model nothing shrinks the "
+        "stream between blocks, so it grows as sublayers pile their outputs onto it. In a **post-LN** model every "
+        "state after an addition is normalised again (and scaled by LayerNorm's learned gain), so those rows stay near "
+        f"√d_model = {math.sqrt(cfg.d_model):.1f} instead of growing.")
+    st.latex(r"\|x_l\|_2 = \Big(\sum_{i=1}^{d_\text{model}} x_{l,i}^2\Big)^{1/2}")
+    which = f.stack if is_encdec(sel) else cfg.arch
+    st.plotly_chart(R.stage_figure(stream.norms, stream.labels, f.tokens, colorbar="‖x‖", value_name="‖x‖",
+                                   title=f"‖x‖ per residual state and token ({which})"),
+                    key="depth.norms", width="stretch")
+
+
+def contributions_section(f: Focus, stream: A.ForwardStream) -> None:
+    """The waterfall of what each piece added to the final state at the chosen position."""
+    st.subheader("What each sublayer writes")
+    pos_here = min(f.position, len(f.tokens) - 1)
+    lengths, along = A.contributions(stream, pos_here)
+    final_norm = float(np.linalg.norm(stream.resid[-1, pos_here]))
+    st.markdown(
+        "Because the stream is a sum, the last state at a position can be taken apart into the pieces that were "
+        "added: the token embedding, the position, and every sublayer's output. The waterfall projects each "
+        "piece onto the direction of the final state; the diamonds show each piece's full length. A piece "
+        "with a long diamond but a short bar wrote something the final state mostly does not point along. "
+        "(a = attention, c = cross-attention in an encoder-decoder's decoder, m = MLP.)")
+    st.latex(r"x_L = e + p + \sum_{l}\big(a_l + [c_l] + m_l\big), \qquad "
+             r"\|x_L\| = \sum_{c}\,\big\langle c,\ \hat{x}_L \big\rangle \quad (\hat{x}_L = x_L / \|x_L\|)")
+    if not stream.is_sum:
+        st.warning("This model is post-LN (or has no residual path): every addition is followed by a LayerNorm, so "
+                   "the final state is **not** the plain sum of the pieces and the bars do not add up to its length. "
+                   "Pick a pre-LN model in the sidebar to see an exact waterfall.")
+    st.plotly_chart(R.contribution_figure(stream.parts, lengths, along, final_norm, stream.is_sum,
+                                          title=f"Pieces of the final state at position {pos_here}: "
+                                                f"{f.tokens[pos_here]}  (‖x_L‖ = {final_norm:.2f})"),
+                    key="depth.contrib", width="stretch")
+
+
+def lens_section(sel: Selection, f: Focus) -> None:
+    """The logit lens: every state decoded as if the network ended there, and where the answer first appears."""
+    st.subheader("The logit lens: what the stream would predict if it stopped here")
+    out_stream = R.forward_data(sel.cache_key, f.out_prefix)
+    table = A.lens_table(R.lens_data(sel.cache_key, f.out_prefix), sel.targets)
+    top_tokens = np.array(sel.task.vocab.decode(table.top.ravel().tolist()), dtype=object).reshape(table.top.shape)
+    colour, colour_name = (table.p_right, "p(right answer)") if f.scored else (table.p_top, "p(top prediction)")
+    st.markdown(
+        "Decode every state with the model's own final norm and unembedding, as if the network ended there. "
+        "Each cell shows the top prediction; its colour is the probability of the right answer (blank where the "
+        "position is not scored). Read a column upward to see at which sublayer the answer appears. "
+        + ("Post-LN states are normalised already, so the final norm is the identity here. "
+           if sel.model.cfg.norm == "post" else ""))
+    st.latex(r"p_l(\cdot \mid \text{position } t) = "
+             r"\operatorname{softmax}\big(W_U\, \mathrm{LN}_\text{final}(x_{l,t})\big)")
+    st.plotly_chart(R.lens_figure(colour, top_tokens, table.p_top, table.p_right, out_stream.labels, sel.query_tokens,
+                                  colour_name=colour_name,
+                                  title="Logit lens: top prediction per state (text) and p(right answer) (colour)"),
+                    key="depth.lens", width="stretch")
+    counts = T.first_right_counts(table.top, sel.targets, f.scored, out_stream.labels) if f.scored else []
+    if counts:
+        st.caption("Where the right answer first becomes the top prediction (count of scored positions): "
+                   + ", ".join(f"{label}: {c}" for label, c in counts) + ".")
+
+
+def forward_panel(sel: Selection, f: Focus) -> None:
+    """Section 1: the stream's size, what each sublayer writes, and the logit lens."""
+    stream = R.forward_data(sel.cache_key, f.prefix)
+    st.header("1. Forward: what the stream carries")
+    stream_size_section(sel, f, stream)
+    contributions_section(f, stream)
+    lens_section(sel, f)
+    try_this(
+        "Pick **sort-decoder** and then **sort-decoder-postln** in the sidebar: compare the rows of the first "
+        "heatmap (growing vs normalised) and check that only the pre-LN waterfall adds up.",
+        "In the logit lens, find the first row where the colour turns bright. Which sublayer put the answer in?",
+        "Type an input the model gets wrong (change one token) and watch which row the wrong prediction comes from.",
+        "Pick **reverse-encdec**: in the lens the answers appear all at once right after the first cross-attention.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Backward
+# ---------------------------------------------------------------------------------------------
+
+
+def objective_text(sel: Selection, f: Focus) -> str:
+    """What the gradient is of, in words."""
+    labels = sel.query_tokens
+    if f.kind == "loss":
+        return "the mean loss over the scored positions"
+    if sel.targets is None or f.position >= len(sel.targets) or sel.targets[f.position] == IGNORE:
+        return f"the model's top logit at position {f.position} ({labels[f.position]}), which has no right answer"
+    return f"the logit of the right answer at position {f.position} ({labels[f.position]})"
+
+
+def backward_panel(sel: Selection, f: Focus) -> None:
+    """Section 2: the gradient of the chosen number at every state of the stream, and input saliency."""
+    st.header("2. Backward: where the gradient lands")
+    targets = tuple(sel.targets) if sel.targets is not None else None
+    back = R.backward_data(sel.cache_key, f.prefix, f.kind, f.position, targets)
+    what = objective_text(sel, f)
+    st.markdown(
+        f"We take one number, here **{what}** (value {back.value:.3f}), and ask how fast it changes with every "
+        "state of the stream: the gradient at every `hook_resid_*`, taken through the hooks with "
+        "`run_with_cache(..., grad_of=...)` (nothing is written into the model's weights). Going down a block the "
+        "gradient is multiplied by the transposed Jacobian, and the identity in it hands the gradient "
+        "straight through. Blank cells are exactly zero: in a decoder a later token cannot change an earlier "
+        "prediction.")
+    st.latex(r"g_l = \frac{\partial f}{\partial x_l}, \qquad "
+             r"g_l = g_{l+1}\Big(I + \frac{\partial F_l}{\partial x_l}\Big)")
+    st.plotly_chart(R.stage_figure(back.grad_norms, back.labels, f.tokens, log=True, colorbar="‖∂f/∂x‖",
+                                   value_name="‖∂f/∂x‖",
+                                   title="Gradient norm per residual state and token (log colour)"),
+                    key="depth.grads", width="stretch")
+    st.subheader("Which input tokens matter: gradient × embedding")
+    st.markdown(
+        "Multiply the gradient at each token's embedding by the embedding itself. To first order this is how much "
+        "the number would change if that token's embedding were scaled down to nothing, and the bars add up to "
+        "the change from scaling every embedding at once. Blue pushes the number up, orange down.")
+    st.latex(r"s_t = \Big\langle \frac{\partial f}{\partial e_t},\ e_t \Big\rangle, \qquad "
+             r"\sum_t s_t = \frac{d}{d\alpha} f(\alpha e)\Big|_{\alpha=1}")
+    st.plotly_chart(R.saliency_figure(f.tokens, back.saliency,
+                                      title=f"Saliency of each input token for {what.split(',')[0]}"),
+                    key="depth.saliency", width="stretch")
+    try_this(
+        "Switch **Gradient of** to one logit and move the position: which tokens light up for a sort output, "
+        "and are they the digits that belong there?",
+        "Compare the gradient's rows: does its size change much from the top row to the embedding? That is the "
+        "identity path at work in a trained 2-layer model.",
+        "For the encoder-decoder model, choose the encoder stack: the decoder's loss reaches the source tokens only "
+        "through cross-attention.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The depth experiment
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The random stacks' settings, and each stack's measured profile."""
+
+    n_layers: int
+    gain: float
+    seed: int
+    measure: str
+    variants: list[str]  # the stacks drawn
+    streams: int
+    noise: float
+    profiles: dict[str, A.DepthProfile]  # every stack of A.VARIANTS, in that order (filled in last)
+
+    def run_args(self, variant: str) -> tuple:
+        """The arguments of ui.depth_runs.experiment for `variant` (streams and noise only matter to hyper stacks)."""
+        hyper = "hyper" in A.VARIANTS[variant]
+        return (variant, self.n_layers, float(self.gain), self.seed, self.streams if hyper else 4,
+                float(self.noise) if hyper else 0.5)
+
+
+def experiment_intro() -> None:
+    """What the random stacks are, and the seed's bounds."""
+    st.header("3. Why depth trains: gradients through 48 layers")
+    st.markdown(
+        "Now build stacks of random, untrained blocks (d_model 32, 4 heads, 12 tokens, float64) and measure the "
+        "gradient of the loss at the input of every block, divided by its value at the top. Every stack is the "
+        "same code with one change: where LayerNorm sits, whether there is a residual path at all, or several "
+        "residual streams mixed by hyper-connections. Weights are drawn with standard deviation gain/√fan_in.")
+    st.markdown(
+        "**The seed's bounds.** Suppose every branch is gentle: its Jacobian has norm at most ρ < 1. With an "
+        "identity path each block's Jacobian is I + J, which can shrink a vector by at most 1 − ρ, so k layers "
+        "down the gradient keeps **at least** (1 − ρ)^k of its size. Without the identity path the Jacobian is J "
+        "alone and k layers down the gradient keeps **at most** ρ^k: it dies geometrically. Pick ρ with the slider; "
+        "the button sets it to the per-layer factor measured on the plain stack.")
+    st.latex(r"\|J_l\| \le \rho < 1:\qquad \|g_{L-k}\| \;\ge\; (1-\rho)^k\,\|g_L\| \ \ \text{with } I, \qquad "
+             r"\|g_{L-k}\| \;\le\; \rho^k\,\|g_L\| \ \ \text{without}")
+
+
+def experiment_controls() -> Experiment:
+    """The stacks' settings (two rows of controls), then every stack built and differentiated."""
+    row1 = st.columns(4)
+    n_layers = URL.L.widget(row1[0].slider, "Layers L")
+    gain = URL.gain.widget(row1[1].select_slider, "Init gain",
+                           help="Weights ~ N(0, gain²/fan_in). Below about 1 the plain stack's gradient dies; "
+                                "above it, it explodes.")
+    seed = URL.iseed.widget(row1[2].slider, "Init seed")
+    measure = URL.measure.widget(row1[3].radio, "Measure", format_func=MEASURES.get)
+    row2 = st.columns([4, 1, 1])
+    variants = URL.show.widget(row2[0].multiselect, "Stacks")
+    streams = URL.streams.widget(row2[1].slider, "Hyper streams n")
+    noise = URL.noise.widget(row2[2].select_slider, "Mixing noise",
+                             help="How far the hyper-connections' initial mixing strays from identity.")
+    e = Experiment(n_layers, gain, seed, measure, variants, streams, noise, {})
+    return replace(e, profiles=stack_profiles(e))
+
+
+def stack_profiles(e: Experiment) -> dict[str, A.DepthProfile]:
+    """Every stack of A.VARIANTS at these settings, with a spinner while one is first built."""
+    args = {v: e.run_args(v) for v in VARIANT_NAMES}
+    if all(R.experiment.has(*a) for a in args.values()):
+        return {v: R.experiment(*a) for v, a in args.items()}
+    with st.spinner("Building and differentiating the random stacks ..."):
+        return {v: R.experiment(*a) for v, a in args.items()}
+
+
+def use_measured_rho(factor: Optional[float]) -> None:
+    """Button callback: set ρ to the plain stack's measured per-layer factor (when it is below 1)."""
+    if factor is not None and 0 < factor < 1:
+        st.session_state[URL.rho.key] = float(min(max(round(factor, 2), 0.01), 0.99))
+
+
+def rho_control(plain_factor: Optional[float]) -> float:
+    """The ρ slider and the button that sets it to the plain stack's factor."""
+    left, right = st.columns([3, 2])
+    rho = URL.rho.widget(left.slider, "ρ: bound on each branch's Jacobian norm", step=0.01)
+    right.button(f"ρ ← plain stack's factor ({T.number_text(plain_factor)})", on_click=use_measured_rho,
+                 args=(plain_factor,), disabled=not (plain_factor is not None and 0 < plain_factor < 1),
+                 key=USE_RHO_KEY, help="Only possible when the plain stack's gradient shrinks (factor below 1).")
+    return rho
+
+
+def depth_charts(e: Experiment, rho: float, lower: np.ndarray, upper: np.ndarray) -> None:
+    """The chosen stacks' gradient curves beside the bounds, and the identity-path stacks zoomed."""
+    if not e.variants:
+        st.warning("Choose at least one stack to draw.")
+    if e.measure == "stream":
+        curves = {v: A.relative(e.profiles[v].resid_grad) for v in e.variants}
+        fig = R.depth_figure(curves, lower, upper, rho, y_title="‖∂ℓ/∂x_l‖ / ‖∂ℓ/∂x_L‖",
+                             title=f"Gradient at each block's input, relative to the top ({e.n_layers} layers, "
+                                   f"gain {e.gain})")
+    else:
+        curves = {v: A.relative(e.profiles[v].weight_grad) for v in e.variants}
+        fig = R.depth_figure(curves, None, None, None, y_title="‖∂ℓ/∂W_l‖ / ‖∂ℓ/∂W_top‖",
+                             x_title="block l (0 = input side)",
+                             title=f"Gradient of each block's weights, relative to the top block ({e.n_layers} layers, "
+                                   f"gain {e.gain})")
+    st.plotly_chart(fig, key="depth.chart", width="stretch")
+    zoomed = {v: c for v, c in curves.items() if v in IDENTITY_STACKS}
+    if zoomed:
+        st.markdown("The stacks with an identity path sit on top of each other above; on their own axis the difference "
+                    "between a smooth and a zigzag curve shows:")
+        st.plotly_chart(R.depth_figure(zoomed, y_title="relative to the top",
+                                       title="Zoom: the stacks with an identity path",
+                                       x_title="layer l (0 = input side)" if e.measure == "stream"
+                                       else "block l (0 = input side)"),
+                        key="depth.zoom", width="stretch")
+
+
+def stacks_summary(e: Experiment, s: T.StackSummary) -> None:
+    """What the measurements say about each kind of stack at these settings."""
+    fmt = T.number_text
+    plain_text = (f"the gradient at the bottom is {fmt(s.plain_bottom)} times the top's, a straight line on the log "
+                  f"axis: the same factor ({fmt(s.plain_factor)}) every layer, which is ρ^L. With a small gain it "
+                  "dies, with a large one it explodes; either way it is geometric.")
+    if not s.plain_finite:
+        plain_text = ("at this gain the forward pass itself overflowed (the gaps): every layer multiplied the signal "
+                      f"by about {fmt(s.plain_factor)}. Lower the gain to see it die instead.")
+    floor_text = ("above the (1 − ρ)^(L−l) floor at every layer" if s.pre_above_floor
+                  else "below the (1 − ρ)^(L−l) floor somewhere: the bound assumed ‖J‖ ≤ ρ, and at this ρ that is "
+                       "false")
+    st.markdown(
+        f"""What the measurements say at these settings:
+
+- **No residual**: {plain_text}
+- **Pre-LN**: the identity path carries the gradient through untouched and each branch adds a little, so the curve
+  is smooth and stays in a band of ×{fmt(s.pre_band)} across {e.n_layers} layers,
+  {floor_text}.
+- **Post-LN**: the gradient passes a LayerNorm in every layer. Each one divides by the spread of the sum it
+  normalises and removes two directions, so every layer multiplies the gradient by its own factor and the curve
+  zigzags: the spread of its per-layer log step is {fmt(s.zig_post)}, against {fmt(s.zig_pre)} for pre-LN
+  (×{fmt(s.zig_ratio)}). The seed warns that these LayerNorm factors can exceed 1 and compound into an
+  explosion; at initialisation here they scatter around 1 (overall factor {fmt(s.post_factor)}
+  per layer), and the cost of post-LN shows up in training (see the twins below). The floor does not apply to it:
+  its path is LN(x + F(x)), not x + F(x).
+- **No norm**: the identity path is there, but nothing stops the branches' outputs from compounding, so the stream
+  and its gradient can grow layer after layer: here the bottom's gradient is {fmt(s.nonorm_bottom)} times the top's.
+- **Hyper-connections (Sinkhorn)**: a band of ×{fmt(s.sinkhorn_band)}, like pre-LN; the same
+  streams with **free** mixing matrices: ×{fmt(s.free_band)}.
+""")
+
+
+def experiment_panel() -> Experiment:
+    """Section 3: random stacks of up to 48 layers, their gradient curves against the seed's bounds, a
+    table per stack and what it says."""
+    experiment_intro()
+    e = experiment_controls()
+    rho = rho_control(A.per_layer_factor(e.profiles["no residual"].resid_grad))
+    lower, upper = A.bounds(rho, e.n_layers)
+    depth_charts(e, rho, lower, upper)
+    st.dataframe(pd.DataFrame(T.stack_rows(e.profiles)), hide_index=True, width="stretch")
+    stacks_summary(e, T.stack_summary(e.profiles, lower))
+    return e
+
+
+# ---------------------------------------------------------------------------------------------
+# 3a. Hyper-connections
+# ---------------------------------------------------------------------------------------------
+
+
+def sums_text(error: float) -> str:
+    """A row or column check: every sum is 1, up to the largest error."""
+    return f"all 1 (largest error {error:.0e})"
+
+
+def mixing_table(checks: dict[str, Any]) -> str:
+    """The doubly-stochastic checks as a markdown table."""
+    return ("| check | value |\n|---|---|\n"
+            f"| row sums | {sums_text(checks['row'])} |\n"
+            f"| column sums | {sums_text(checks['column'])} |\n"
+            f"| largest singular value | {checks['sigma']:.6f} |\n"
+            f"| all {checks['count']} multiplied: rows | {sums_text(checks['product_row'])} |\n"
+            f"| all {checks['count']} multiplied: columns | {sums_text(checks['product_column'])} |")
+
+
+def hyper_panel(e: Experiment) -> None:
+    """Hyper-connections: one Sinkhorn mixing matrix, its doubly-stochastic checks, and section 3's prompts."""
+    st.subheader("Hyper-connections: several residual streams, mixed doubly-stochastically")
+    st.markdown(
+        "Instead of one stream, keep **n** of them side by side. Around every sublayer a small matrix H_res mixes the "
+        "streams, h_pre reads the sublayer's input as a weighted average of them, and h_post writes its output back. "
+        "If H_res were any learned matrix, its products over 2L sublayers could grow or shrink without limit (the "
+        "*free mixing* curve). Making it **doubly stochastic**, every row and every column summing to 1, caps its norm "
+        "at exactly 1 and passes the average of the streams through unchanged: an identity path that survives the "
+        "mixing. Sinkhorn's method gets there from any matrix of logits by rescaling rows and columns in turn.")
+    st.latex(r"x_{l+1} = H^{\text{res}}_l\, x_l + "
+             r"h^{\text{post}}_l \otimes F_l\big(\mathrm{LN}(h^{\text{pre}}_l \cdot x_l)\big)")
+    st.latex(r"H^{\text{res}} = \operatorname{Sinkhorn}(e^{\Theta}):\quad H\mathbf{1} = \mathbf{1},\quad "
+             r"\mathbf{1}^\top H = \mathbf{1}^\top \quad\Longrightarrow\quad \|H^{\text{res}}\|_2 = 1")
+    mats = R.mixing_example(e.n_layers, float(e.gain), e.seed, e.streams, float(e.noise))
+    left, right = st.columns([2, 1])
+    with left:
+        sublayer = st.slider("Sublayer of the Sinkhorn stack", 0, 2 * e.n_layers - 1, 0, key=SUBLAYER_KEY,
+                             help="Even = attention, odd = MLP.")
+        st.plotly_chart(R.mixing_figure(mats[sublayer], title=f"H_res of sublayer {sublayer} "
+                                        f"({'attention' if sublayer % 2 == 0 else 'MLP'} of block {sublayer // 2})"),
+                        key="depth.mixing", width="stretch")
+    with right:
+        st.markdown(mixing_table(T.mixing_checks(mats, sublayer)))
+        st.caption("The product of doubly-stochastic matrices is doubly stochastic again: however deep the stack, "
+                   "the mixing path neither grows nor shrinks the streams' average.")
+    try_this(
+        "Slide the gain from 0.5 to 1.5: the plain stack flips from vanishing to exploding, while pre-LN barely moves.",
+        "Press the ρ button, then read the floor: how far above (1 − ρ)^(L−l) are the residual stacks? The bound "
+        "is a worst case.",
+        "Switch **Measure** to the weights: which stack gives its bottom block a usable gradient?",
+        "Raise the mixing noise to 1 and compare *hyper (free mixing)* with *hyper (Sinkhorn)*.",
+        "Halve the number of layers: how do the end points of the plain stack and of ρ^L move?",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 3b. The bundled twins
+# ---------------------------------------------------------------------------------------------
+
+
+def twin_measurements(pre_id: str, post_id: str, device: str) -> dict:
+    """The twins' gradients (ui.depth_runs.twins_data), with a spinner while they are first measured."""
+    if R.twins_data.has(pre_id, post_id, device):
+        return R.twins_data(pre_id, post_id, device)
+    with st.spinner("Measuring the twins' gradients ..."):
+        return R.twins_data(pre_id, post_id, device)
+
+
+def twins_panel(sel: Selection) -> None:
+    """The bundled pre-LN / post-LN pair, trained and freshly initialised: stream size, gradient, table."""
+    st.subheader("The bundled twins: pre-LN and post-LN after training")
+    twins = R.twin_ids()
+    if twins is None:
+        st.warning("No bundled pre-LN / post-LN pair was found in assets/models (they are built by "
+                   "`python -m core.train --all`).")
+        return
+    data = twin_measurements(twins[0], twins[1], sel.device)
+    st.markdown(
+        f"**{twins[0]}** and **{twins[1]}** share the task, the sizes, the seed and the training recipe; only the "
+        f"place of LayerNorm differs. Both are measured on the same {R.TWIN_SAMPLES} fresh examples, trained "
+        "(solid) and as freshly initialised copies (dotted): on the left the stream's size, on the right the loss "
+        "gradient at every state, divided by its value at the top state.")
+    norms, grads = T.twin_curves(data)
+    stages = data["pre-LN"]["trained"].labels
+    left, right = st.columns(2)
+    left.plotly_chart(R.twins_figure(stages, norms, "mean ‖x‖ over tokens", title="Stream size along the depth",
+                                     log=False),
+                      key="depth.twins_norm", width="stretch")
+    right.plotly_chart(R.twins_figure(stages, grads, "‖∂ℓ/∂x‖ / ‖∂ℓ/∂x_top‖",
+                                      title="Loss gradient along the stream (relative to the top)"),
+                       key="depth.twins", width="stretch")
+    st.dataframe(pd.DataFrame(T.twin_rows(data)), hide_index=True, width="stretch")
+    pre, post = data["pre-LN"]["trained"], data["post-LN"]["trained"]
+    st.markdown(
+        f"After training, the pre-LN stream grows from {pre.resid_norm[0]:.1f} at the embedding to "
+        f"{pre.resid_norm[-1]:.1f} at the top, because every sublayer adds to it; the post-LN stream is pulled back "
+        f"after every addition and ends at {post.resid_norm[-1]:.1f}. In two layers both get a usable gradient to "
+        f"the embedding (×{T.number_text(grads['pre-LN trained'][0])} and "
+        f"×{T.number_text(grads['post-LN trained'][0])} "
+        "the top's): post-LN's troubles are about depth and the early steps of training, which is why the 48-layer "
+        "chart above, not this pair, is where they show.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Long-range paths
+# ---------------------------------------------------------------------------------------------
+
+
+def hop_section() -> tuple[int, int, float]:
+    """The n, H and τ controls and the four layer counts at n; returns (n, H, τ)."""
+    cols = st.columns(3)
+    n_path = URL.n.widget(cols[0].select_slider, "Sequence length n")
+    heads = URL.H.widget(cols[1].slider, "Heads H")
+    tau = URL.tau.widget(cols[2].select_slider, "Edge threshold τ (the model)",
+                         help="A head's weight from query q to key k counts as an edge when it is at least τ.")
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("ln n / ln(H+1)", f"{A.hop_formula(n_path, heads):.2f}")
+    m2.metric("spread heads", f"{A.strided_head_layers(n_path, heads)} layers")
+    m3.metric("random heads (mean)", f"{A.random_head_mean(n_path, heads):.2f} layers")
+    m4.metric("RNN", f"{A.rnn_path(n_path)} steps")
+    return n_path, heads, tau
+
+
+def paths_chart_section(sel: Selection, n_path: int, heads: int, tau: float,
+                        needed: Optional[int]) -> None:
+    """The hop formula, spread and random heads, the RNN and the sidebar model's point, and what they show."""
+    curves = R.path_curves(heads)
+    point = None if needed is None else \
+        (len(sel.tokens), needed, f"{sel.model_id} (H={sel.model.cfg.n_heads}, τ={tau})")
+    st.plotly_chart(R.paths_figure(curves["ns"], curves["formula"], curves["ideal"], curves["random"], curves["rnn"],
+                                   heads, chosen_n=n_path, model_point=point,
+                                   title="Layers needed for the last token to reach the first"),
+                    key="depth.paths", width="stretch")
+    beats = T.random_beats_formula_from(curves)
+    st.markdown(
+        "Spread heads need exactly the formula's count, rounded up: they cover every earlier position, and no layout "
+        "of H heads can cover more than (H + 1)^L. "
+        + (f"From n = {beats} on, random sharp heads need fewer layers than the formula: they only need *one* path "
+           "to the first token, not a path to every position, and a random jump back lands on average halfway. "
+           if beats is not None else "")
+        + "Every Transformer curve grows like ln n; the RNN's grows like n.")
+
+
+def model_graph_section(sel: Selection, tau: float, needed: Optional[int], fields: np.ndarray,
+                        model_layers: int) -> None:
+    """How many of the sidebar model's thresholded layers connect the first token to the last."""
+    tokens = sel.tokens
+    st.subheader(f"The sidebar model's own attention graph ({'encoder' if is_encdec(sel) else sel.model.cfg.arch}, "
+                 f"{model_layers} layers)")
+    where = f"the last token ({len(tokens) - 1}: {tokens[-1]})"
+    if needed is None:
+        st.warning(f"With τ = {tau}, no chain of edges connects the first token to {where}, however many of this "
+                   "model's layers are stacked: lower τ so weaker attention counts as an edge.")
+    else:
+        repeat = "" if needed <= model_layers else (f" The model has only {model_layers} layers, so its layers are "
+                                                    f"repeated in order to ask how many such layers it would take.")
+        st.markdown(f"With τ = {tau}, the first token reaches {where} after **{needed}** stacked layer(s). "
+                    f"An RNN would need {len(tokens) - 1} steps.{repeat}")
+    if len(fields):
+        shown = fields[:MAX_PATH_DRAW]
+        names = [f"{k + 1} (layer {k % model_layers})" for k in range(len(shown))]
+        st.plotly_chart(R.field_figure(shown, tokens, names,
+                                       title="Tokens that can reach the last token after k stacked layers"),
+                        key="depth.field", width="stretch")
+
+
+def paths_panel(sel: Selection) -> None:
+    """Section 4: layers needed for the last token to hear the first, by formula, simulation and the model."""
+    st.header("4. Long-range paths: how many layers until the last token hears the first?")
+    st.markdown(
+        "Follow information backwards from the last token. In one layer it can stay where it is (the residual path) "
+        "or jump to whatever an attention head looks at. With H heads that is H + 1 choices per layer, so L layers "
+        "can reach at most (H + 1)^L positions, and covering n positions needs about ln n / ln(H + 1) layers: "
+        "logarithmic in n. An RNN has no shortcut: the first token's information passes through every step, n − 1 of "
+        "them. Below, the formula is drawn beside layer counts **measured** by following attention edges from the last "
+        "token, layer by layer: perfectly spread heads (head j of layer l looks back exactly j·(H+1)^l), random sharp "
+        "heads (each looks at one earlier key drawn at random; mean of 16 draws), and the sidebar model's own "
+        "attention thresholded into edges (with `core.masks.receptive_field`).")
+    st.latex(r"(H+1)^L \ge n \iff L \ge \frac{\ln n}{\ln (H+1)} \qquad\text{vs.}\qquad L_\text{RNN} = n - 1")
+    n_path, heads, tau = hop_section()
+    needed, fields, model_layers = R.model_paths(sel.cache_key, "encoder." if is_encdec(sel) else "", float(tau))
+    paths_chart_section(sel, n_path, heads, tau, needed)
+    model_graph_section(sel, tau, needed, fields, model_layers)
+    try_this(
+        "Double n several times at H = 1: the formula adds one layer per doubling, the RNN doubles.",
+        "Raise H from 1 to 8 at n = 1024 and watch the layers fall like 1 / ln(H + 1).",
+        "Raise τ on the model until the star disappears: how sharp must attention be for the first token to get "
+        "through?",
+    )
