@@ -23,16 +23,6 @@ def try_this(*prompts: str) -> None:
         st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in prompts))
 
 
-def index_picker(label: str, key: str, param: str, n: int, default: int, fmt=str, help: str | None = None,
-                 buttons: int = 8, width: int | str = "stretch") -> int:
-    """A choice of 0..n-1 kept in the URL as `param` (clamped): buttons when there are at most `buttons`
-    choices, otherwise a select box of the given width."""
-    query.seed_index(key, param, n, default)
-    if n <= buttons:
-        return st.segmented_control(label, list(range(n)), key=key, required=True, format_func=fmt, help=help)
-    return st.selectbox(label, list(range(n)), key=key, format_func=fmt, help=help, width=width)
-
-
 def pick_index(param: Int, label: str, n: int, default: int = 0, fmt=str, help: str | None = None,
                buttons: int = 8, width: int | str = "stretch") -> int:
     """A choice of 0..n-1 bound to URL parameter `param` (clamped): buttons when there are at most

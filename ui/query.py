@@ -2,6 +2,7 @@
 
 A teacher pastes a link and the class sees the same model, input, layer and head. Values from
 the URL are validated and clamped; anything odd becomes a visible note, never an exception.
+This is the low-level layer: pages declare their parameters with ui.params, which calls it.
 """
 
 from __future__ import annotations
@@ -141,19 +142,6 @@ def seed(key: str, param: str, parse: Callable[[str], object], default, valid: C
     state[key] = value
     book.kept[key] = value
     return value
-
-
-def seed_index(key: str, param: str, n: int, default: int) -> int:
-    """Widget state `key` (an index 0..n-1) from URL parameter `param`, clamped with a note; reset to
-    `default` (itself kept below n) when the value no longer fits, e.g. after a smaller model is picked."""
-    return seed(key, param, lambda p: parse_int(p, 0, n - 1), min(default, n - 1),
-                valid=lambda v: isinstance(v, int) and 0 <= v < n)
-
-
-def is_seeded(key: str) -> bool:
-    """True once `seed` has read the URL for this widget key in this session."""
-    book = st.session_state.get(_BOOK_KEY)
-    return book is not None and key in book.seeded
 
 
 def write(**values) -> None:

@@ -67,7 +67,8 @@ class Selection:
 
     @functools.cached_property
     def cache_key(self) -> tuple:
-        """A hashable identity of (model, device, input) for st.cache_data (computed once per Selection)."""
+        """A hashable identity of (model, device, input) for the ui.memo caches (computed once per Selection);
+        ui.runs.model_inputs turns it back into tensors."""
         tgt = tuple(self.tgt_ids[0].tolist()) if self.tgt_ids is not None else None
         return (self.model_id, self.device, tuple(self.ids[0].tolist()), tgt)
 
