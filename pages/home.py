@@ -23,6 +23,7 @@ header(
 )
 V.current_model(sel)
 V.page_map()
+V.families_table()
 
 try_this("Start with **Attention**: pick the *reverse-encdec* model and look at cross-attention, where each "
          "output digit looks back at the input digit it copies.",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from core.families import FAMILIES
+from ui import models
 from ui.nav import PAGES, PageInfo
 from ui.sidebar import Selection
 
@@ -48,3 +50,18 @@ def page_map() -> None:
                 card(page)
     if missing:
         st.warning("These pages are listed in the menu plan but their files are missing: " + ", ".join(missing))
+
+
+def families_table() -> None:
+    """The three families of Transformer, what each suits, and which bundled models belong to it."""
+    st.subheader("Three families, all in this app")
+    st.markdown("The original Transformer had two stacks: an **encoder** that reads the input with attention in "
+                "both directions, and a **decoder** that writes the output one token at a time, looking only at "
+                "what it has written so far and, through cross-attention, at the encoder. Later models kept one "
+                "stack or both. Every model in the sidebar belongs to one of the three families:")
+    by_arch: dict[str, list[str]] = {arch: [] for arch in FAMILIES}
+    for entry in models.manifest():
+        by_arch.setdefault(entry.get("arch", ""), []).append(entry.get("title", entry["id"]))
+    rows = [{"family": f"{f.name} ({f.like}-like)", "attention": f.attention, "suits": f.suits, "bundled models here": ", ".join(by_arch[arch]) or "none"}
+            for arch, f in FAMILIES.items()]
+    st.dataframe(rows, hide_index=True, width="stretch", key="home.families")

@@ -14,6 +14,7 @@ import torch
 
 from core import checkpoints
 from core.device import available_devices
+from core.families import FAMILIES, family_label
 from core.model import Transformer
 from ui.memo import memo
 
@@ -75,12 +76,18 @@ def model_choices() -> dict[str, str]:
 
 
 def describe(model_id: str) -> str:
+    """The model's one-line description, led by its family (e.g. 'Decoder-only, GPT-like.')."""
+    arch, text = "", ""
     for e in manifest():
         if e["id"] == model_id:
-            return e.get("description", "")
+            arch, text = e.get("arch", ""), e.get("description", "")
     if model_id in user_models():
-        return user_models()[model_id][1].get("description", "")
-    return ""
+        meta = user_models()[model_id][1]
+        arch, text = meta.get("config", {}).get("arch", ""), meta.get("description", "")
+    if arch in FAMILIES:
+        label = family_label(arch)
+        text = f"**{label[0].upper()}{label[1:]}.** {text}"
+    return text
 
 
 def get_model(model_id: str, device: str = "cpu") -> tuple[Transformer, dict]:

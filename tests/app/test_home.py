@@ -50,3 +50,15 @@ def test_home_follows_the_sidebar_model():
     at = app_at(None, {"model": "reverse-encdec"})
     assert_ok(at)
     assert any("encoder-decoder" in str(c.value) for c in at.caption)
+
+
+def test_home_names_the_three_families_with_their_bundled_models():
+    at = app_at()
+    assert_ok(at)
+    table = next(f.value for f in at.dataframe)
+    families = list(table["family"])
+    assert families == ["encoder-only (BERT-like)", "decoder-only (GPT-like)", "encoder-decoder (T5-like)"]
+    listed = " ".join(table["bundled models here"])
+    for entry in read_manifest():
+        assert entry["title"] in listed
+    assert "Encoder-decoder, T5-like" in " ".join(c.value for c in at.sidebar.caption)  # the sidebar names it too
