@@ -38,6 +38,7 @@ MEASURES = {"stream": "stream gradient ‖∂ℓ/∂x_l‖", "weights": "weight 
 OBJECTIVES = {"loss": "the loss (all scored positions)", "logit": "one logit (the right answer at the chosen position)"}
 STACKS = ("decoder", "encoder")  # an encoder-decoder's two stacks
 MAX_PATH_DRAW = 64  # receptive-field rows drawn
+DEFAULT_RHO = 0.1  # the bounds' rho when a link names none
 SUBLAYER_KEY, USE_RHO_KEY = "depth.sublayer", "depth.use_rho"  # controls outside the URL
 
 
@@ -74,7 +75,8 @@ URL = Params(
     Stacks("show", DEFAULT_VARIANTS, choices=VARIANT_NAMES, key="depth.variants"),
     Int("streams", 4, lo=2, hi=8),
     Choice("noise", 0.5, choices=NOISES),
-    Float("rho", 0.5, lo=0.01, hi=0.99, fmt=general),
+    # A small rho by default: there the floor (1 - rho)^L stays far above the ceiling rho^L (at 0.5 they coincide).
+    Float("rho", DEFAULT_RHO, lo=0.01, hi=0.99, fmt=general),
     Choice("n", 64, choices=tuple(R.PATH_NS)),
     Int("H", 4, lo=1, hi=16),
     Choice("tau", 0.1, choices=TAUS),
@@ -380,6 +382,17 @@ def rho_control(plain_factor: Optional[float]) -> float:
     return rho
 
 
+def bounds_caption(rho: float, n_layers: int, lower: np.ndarray, upper: np.ndarray) -> None:
+    """What the two dashed bounds promise and what they do not, beside the measured curves."""
+    st.caption(
+        f"**What the dashed lines promise** (only for branches with ‖J‖ ≤ ρ = {rho:g}): the identity path gives a "
+        f"*floor*, (1 − ρ)^(L−l), which still falls exponentially with depth but, for a small ρ, far more slowly "
+        f"than the *ceiling* ρ^(L−l) of a stack without it (at the bottom, {n_layers} layers down: "
+        f"{lower[0]:.2g} against {upper[0]:.2g}). A floor says how low a curve *may* go and a ceiling how high, so "
+        "the two are different kinds of statement (above ρ = 0.5 the floor even lies under the ceiling, which "
+        "contradicts nothing): the measured curves, not the bounds, show how the stacks really behave.")
+
+
 def depth_charts(e: Experiment, rho: float, lower: np.ndarray, upper: np.ndarray) -> None:
     """The chosen stacks' gradient curves beside the bounds, and the identity-path stacks zoomed."""
     if not e.variants:
@@ -396,6 +409,8 @@ def depth_charts(e: Experiment, rho: float, lower: np.ndarray, upper: np.ndarray
                              title=f"Gradient of each block's weights, relative to the top block ({e.n_layers} layers, "
                                    f"gain {e.gain})")
     st.plotly_chart(fig, key="depth.chart", width="stretch")
+    if e.measure == "stream":
+        bounds_caption(rho, e.n_layers, lower, upper)
     zoomed = {v: c for v, c in curves.items() if v in IDENTITY_STACKS}
     if zoomed:
         st.markdown("The stacks with an identity path sit on top of each other above; on their own axis the difference "
@@ -503,6 +518,8 @@ def hyper_panel(e: Experiment) -> None:
         "Slide the gain from 0.5 to 1.5: the plain stack flips from vanishing to exploding, while pre-LN barely moves.",
         "Press the ρ button, then read the floor: how far above (1 − ρ)^(L−l) are the residual stacks? The bound "
         "is a worst case.",
+        "Slide ρ up to 0.5: the floor and the ceiling meet; past it the floor lies under the ceiling. Nothing broke: "
+        "a lower bound for one kind of stack and an upper bound for another need not be ordered.",
         "Switch **Measure** to the weights: which stack gives its bottom block a usable gradient?",
         "Raise the mixing noise to 1 and compare *hyper (free mixing)* with *hyper (Sinkhorn)*.",
         "Halve the number of layers: how do the end points of the plain stack and of ρ^L move?",

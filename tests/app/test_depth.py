@@ -115,6 +115,18 @@ def test_rho_moves_only_the_bounds_and_the_button_uses_the_measured_factor():
     assert rho == pytest.approx(round(measured, 2))
 
 
+def test_the_default_rho_shows_the_floor_far_above_the_ceiling(pre_page):
+    # At rho = 0.5 the two bounds coincide (0.5^k both); the default must show the identity path's point.
+    floor = values(trace(pre_page, DEPTH, "(1 - ρ)"))
+    ceiling = values(trace(pre_page, DEPTH, "ρ^(L-l)"))
+    assert np.all(floor[:-1] > ceiling[:-1]) and floor[-1] == ceiling[-1] == 1.0
+    assert floor[0] / ceiling[0] > 1e20  # 48 layers down: orders of magnitude apart, not a hair
+    assert floor[0] < 0.01  # and the floor itself still decays exponentially
+    np.testing.assert_allclose(np.log(floor[:-1]) / np.arange(48, 0, -1), np.log(floor[0]) / 48)  # geometric
+    caption = " ".join(c.value for c in pre_page.caption)
+    assert "What the dashed lines promise" in caption and "measured curves" in caption
+
+
 def test_measure_switch_draws_weight_gradients():
     at = open_depth(model=PRE)
     at.radio(key="depth.measure").set_value("weights").run()
@@ -206,7 +218,7 @@ def test_the_url_names_and_formats_the_page_writes():
     url = {k: v for k, v in dict(at.query_params).items() if k not in ("model", "input")}
     assert url == {"at": str(at.selectbox(key="depth.pos").value), "obj": "loss", "L": "48", "gain": "1.0",
                    "iseed": "0", "measure": "stream", "show": "pre-LN,post-LN,no norm,no residual,hyper (Sinkhorn)",
-                   "streams": "4", "noise": "0.5", "rho": "0.5", "n": "64", "H": "4", "tau": "0.1"}
+                   "streams": "4", "noise": "0.5", "rho": "0.1", "n": "64", "H": "4", "tau": "0.1"}
     at.slider(key="depth.rho").set_value(0.3).run()
     at.multiselect(key="depth.variants").set_value(["no residual", "hyper (free mixing)"]).run()
     assert_ok(at)
