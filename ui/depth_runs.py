@@ -108,6 +108,14 @@ def path_curves(heads: int) -> dict[str, np.ndarray]:
 
 
 @memo(maxsize=64)
+def linked_curve(n: int, heads: int) -> dict[str, np.ndarray]:
+    """Layers to reach all n positions when only weights >= tau count, over a log grid of tau (down past 1/n)."""
+    taus = np.geomspace(min(0.5 / n, 1e-2), 1.0, 241)
+    keys, layers = A.linked_layers_curve(n, heads, taus)
+    return freeze({"taus": taus, "keys": keys, "layers": layers})
+
+
+@memo(maxsize=64)
 def model_paths(cache_key: tuple, prefix: str, threshold: float) -> tuple[int | None, np.ndarray, int]:
     """Layers needed on the sidebar model's thresholded attention graphs (its layers repeated)."""
     model, ids, kwargs = model_inputs(cache_key)
@@ -126,3 +134,4 @@ mixing_figure = cached(F.mixing_figure)
 twins_figure = cached(F.twins_chart)
 paths_figure = cached(F.paths_chart)
 field_figure = cached(F.receptive_field_figure)
+linked_figure = cached(F.linked_layers_chart)

@@ -584,8 +584,9 @@ def hop_section() -> tuple[int, int, float]:
     cols = st.columns(3)
     n_path = URL.n.widget(cols[0].select_slider, "Sequence length n")
     heads = URL.H.widget(cols[1].slider, "Heads H")
-    tau = URL.tau.widget(cols[2].select_slider, "Edge threshold τ (the model)",
-                         help="A head's weight from query q to key k counts as an edge when it is at least τ.")
+    tau = URL.tau.widget(cols[2].select_slider, "Edge threshold τ",
+                         help="A head's weight from query q to key k counts as an edge when it is at least τ: "
+                              "in the dense-versus-sharp count below and on the sidebar model's own graph.")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("ln n / ln(H+1)", f"{A.hop_formula(n_path, heads):.2f}")
     m2.metric("spread heads", f"{A.strided_head_layers(n_path, heads)} layers")
@@ -612,6 +613,42 @@ def paths_chart_section(sel: Selection, n_path: int, heads: int, tau: float,
            "to the first token, not a path to every position, and a random jump back lands on average halfway. "
            if beats is not None else "")
         + "Every Transformer curve grows like ln n; the RNN's grows like n.")
+
+
+def links_section(n_path: int, heads: int, tau: float) -> None:
+    """Dense soft attention (every pair in one layer) against sharp heads (the logarithm), joined by τ."""
+    st.subheader("One layer or ln n layers? It depends on what counts as a link")
+    st.markdown(
+        "Two claims seem to clash. The architecture's summary says any two positions are O(1) layers apart, and "
+        "the Masks page shows why: a dense soft head gives *every* earlier key a weight above zero, so one layer "
+        "links every pair. The hop model above says about ln n / ln(H + 1) layers. Both hold, for different heads. "
+        "A soft head (a high softmax temperature) spreads its weight thinly: at the last of n positions a uniform "
+        "head gives each key just 1/n. A sharp head puts all its weight on one key and follows one edge. The "
+        "threshold τ says how thin a link may be and still count. A head's weights add up to 1, so it can give at "
+        "least τ to no more than ⌊1/τ⌋ keys, and one layer of H heads plus the residual path reaches at most "
+        "H⌊1/τ⌋ + 1 positions. Lower τ and thinner links count, each head covers more keys, and the layers needed "
+        "fall to one (every dense link counts once τ ≤ 1/n); raise τ above ½ and only one-edge heads are left: the "
+        "logarithm.")
+    st.latex(r"L_\tau = \left\lceil \frac{\ln n}{\ln\!\big(H \lfloor 1/\tau \rfloor + 1\big)} \right\rceil"
+             r"\qquad \tau \le \tfrac{1}{n}:\ L_\tau = 1 \qquad "
+             r"\tau > \tfrac{1}{2}:\ L_\tau = \left\lceil \frac{\ln n}{\ln (H+1)} \right\rceil")
+    keys, layers = A.keys_per_head(float(tau), n_path), A.linked_layers(n_path, heads, float(tau))
+    sharp = A.ideal_layers(n_path, heads)
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("dense soft attention", "1 layer", help="Every pair linked with a weight above zero.")
+    m2.metric("weight of each dense link", f"1/n = {A.dense_link_weight(n_path):.3g}")
+    m3.metric(f"links ≥ τ = {tau:g}", f"{layers} layer{'s' if layers != 1 else ''}",
+              help=f"Each head gives τ to at most {keys} key(s).")
+    m4.metric("sharp heads (one edge each)", f"{sharp} layer{'s' if sharp != 1 else ''}")
+    curve = R.linked_curve(n_path, heads)
+    st.plotly_chart(R.linked_figure(curve["taus"], curve["layers"], curve["keys"], n_path, heads, sharp, float(tau),
+                                    layers, title=f"Layers to reach all n = {n_path} positions when only weights "
+                                                  f"≥ τ count (H = {heads})"),
+                    key="depth.links", width="stretch")
+    st.caption("The steps are reached exactly by spread soft heads (each splits its weight evenly over ⌊1/τ⌋ keys, "
+               "their offsets written in base H⌊1/τ⌋ + 1, one digit per layer), and no layout of H heads can do "
+               "better. So O(1) is about *whether* two positions are linked at all, ln n about how many layers "
+               "links of real weight need.")
 
 
 def model_graph_section(sel: Selection, tau: float, needed: Optional[int], fields: np.ndarray,
@@ -653,10 +690,13 @@ def paths_panel(sel: Selection) -> None:
     n_path, heads, tau = hop_section()
     needed, fields, model_layers = R.model_paths(sel.cache_key, "encoder." if is_encdec(sel) else "", float(tau))
     paths_chart_section(sel, n_path, heads, tau, needed)
+    links_section(n_path, heads, tau)
     model_graph_section(sel, tau, needed, fields, model_layers)
     try_this(
         "Double n several times at H = 1: the formula adds one layer per doubling, the RNN doubles.",
         "Raise H from 1 to 8 at n = 1024 and watch the layers fall like 1 / ln(H + 1).",
+        "At n = 64 and H = 4, lower τ from 0.9 to 0.02: the layers needed fall from 3 through 2 to 1, as each head "
+        "may spread over more keys; at n = 4096 and H = 1 the same sweep runs from 12 down to 3.",
         "Raise τ on the model until the star disappears: how sharp must attention be for the first token to get "
         "through?",
     )

@@ -687,6 +687,80 @@ def random_head_mean(n: int, heads: int, seeds: int = 16) -> float:
     return float(np.mean(runs)) if runs else float("nan")
 
 
+# Dense soft links against sharp ones: what counts as a link decides O(1) or ln n.
+
+
+def _check_tau(tau: float) -> None:
+    if isinstance(tau, bool) or not isinstance(tau, (int, float, np.floating)) or not 0 < tau <= 1:
+        raise ValueError(f"tau must be a number in (0, 1], got {tau!r}")
+
+
+def dense_link_weight(n: int) -> float:
+    """The weight a dense, uniform causal head at the last position gives each of its n keys: 1/n.
+
+    Every pair is linked in one layer (the weight is > 0), but each link carries only 1/n.
+    """
+    _check_nh(n, 1)
+    return 1.0 / n
+
+
+def keys_per_head(tau: float, n: int) -> int:
+    """The most keys one head can give a weight of at least tau: floor(1/tau) (its weights sum to 1),
+    and never more than the n keys there are."""
+    _check_tau(tau)
+    _check_nh(n, 1)
+    return max(1, min(n, math.floor(1.0 / tau + 1e-9)))  # 1e-9: 1/0.1 must give 10, not 9
+
+
+def linked_layers(n: int, heads: int, tau: float) -> int:
+    """The fewest layers in which the last token can reach every position when only weights >= tau count as links.
+
+    Each head links at most k = keys_per_head(tau, n) keys, so a layer fans out to at most H k + 1
+    positions (with the residual path) and L layers to (H k + 1)^L: L = ceil(ln n / ln(H k + 1)),
+    counted exactly in integers. tau near 1 (k = 1, sharp heads) gives ideal_layers(n, H); tau <= 1/n
+    (every dense link counts) gives one layer. `spread_soft_patterns` reaches the count.
+    """
+    _check_nh(n, heads)
+    fan_out = heads * keys_per_head(tau, n) + 1
+    layers, reach = 0, 1
+    while reach < n:
+        layers, reach = layers + 1, reach * fan_out
+    return layers
+
+
+def linked_layers_curve(n: int, heads: int, taus: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """keys_per_head and linked_layers at every tau of `taus`: (keys `[tau]`, layers `[tau]`)."""
+    return (np.array([keys_per_head(t, n) for t in taus], dtype=np.int64),
+            np.array([linked_layers(n, heads, t) for t in taus], dtype=np.int64))
+
+
+def spread_soft_patterns(n: int, heads: int, keys: int, layers: int) -> np.ndarray:
+    """Causal attention patterns `[layer head q k]` of heads that each split their weight evenly over `keys` keys.
+
+    In layer l, head j (1..H) looks back d (Hk+1)^l for the k digits d = (j-1)k+1 .. jk, so together
+    the heads write offsets in base H k + 1, one digit per layer (`strided_masks` is k = 1). Near the
+    start, where fewer of those keys exist, a head splits its weight over the ones that do (or keeps
+    it on its own position when none does). Every row sums to 1 and every nonzero weight is >= 1/k.
+    """
+    _check_nh(n, heads)
+    if not 1 <= keys <= n:
+        raise ValueError(f"keys must be in 1..{n}, got {keys!r}")
+    base = heads * keys + 1
+    q = np.arange(n)[:, None]
+    k = np.arange(n)[None, :]
+    out = np.zeros((layers, heads, n, n))
+    for layer in range(layers):
+        step = base ** layer
+        for j in range(heads):
+            digits = np.arange(j * keys + 1, (j + 1) * keys + 1)
+            hit = np.zeros((n, n), dtype=bool)
+            for d in digits:
+                hit |= (q - k) == d * step  # [q k]
+            hit[~hit.any(axis=1), :] = np.eye(n, dtype=bool)[~hit.any(axis=1)]  # no key left: itself
+            out[layer, j] = hit / hit.sum(axis=1, keepdims=True)
+    return out
+
+
 def rnn_path(n: int) -> int:
     """An RNN's path from the first token to the last: one step per token, n - 1."""
     return max(n - 1, 0)

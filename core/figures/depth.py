@@ -293,6 +293,41 @@ def paths_chart(ns: np.ndarray, formula: np.ndarray, ideal: np.ndarray, random_h
     return fig
 
 
+def linked_layers_chart(taus: np.ndarray, layers: np.ndarray, keys: np.ndarray, n: int, heads: int,
+                        sharp_layers: int, tau: float, tau_layers: int, title: str = "") -> go.Figure:
+    """Layers the last token needs to reach all n positions when only weights >= tau count as links,
+    against tau (log axis), between dense soft attention (one layer) and sharp heads (the logarithm).
+
+    taus, layers, keys: the curve (keys = the most keys one head can give tau). sharp_layers:
+    ceil(ln n / ln(H + 1)). (tau, tau_layers): the chosen threshold, starred.
+    """
+    taus = np.asarray(taus, dtype=np.float64)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=taus, y=layers, customdata=keys, mode="lines", name=f"best layout of H = {heads} heads, links ≥ τ",
+        line=dict(color=COLOURS["pre-LN"], width=3, shape="hv"),
+        hovertemplate="τ = %{x:.3g}<br>≤ %{customdata} keys per head<br>%{y} layers<extra></extra>"))
+    span = [float(taus.min()), float(taus.max())]
+    fig.add_trace(go.Scatter(x=span, y=[sharp_layers] * 2, mode="lines",
+                             name=f"sharp heads, one edge each: ⌈ln n / ln(H+1)⌉ = {sharp_layers}",
+                             line=dict(color=COLOURS["post-LN"], width=2, dash="dash"),
+                             hovertemplate="sharp heads<br>%{y} layers<extra></extra>"))
+    fig.add_trace(go.Scatter(x=span, y=[1, 1], mode="lines", name="dense soft attention: 1 layer, every pair",
+                             line=dict(color=COLOURS["hyper (Sinkhorn)"], width=2, dash="dot"),
+                             hovertemplate="dense soft attention<br>%{y} layer<extra></extra>"))
+    top = max(sharp_layers, int(np.max(layers))) + 1
+    fig.add_trace(go.Scatter(x=[1 / n, 1 / n], y=[0, top], mode="lines", name=f"τ = 1/n = {1 / n:.3g}: a dense "
+                             "head's weight on each key", line=dict(color="#777777", width=2, dash="dashdot"),
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[tau], y=[tau_layers], mode="markers", name=f"your τ = {tau:g}: {tau_layers} layers",
+                             marker=dict(symbol="star", size=20, color="#CC79A7", line=dict(color="#000", width=1)),
+                             hovertemplate="your τ = %{x}<br>%{y} layers<extra></extra>"))
+    _layout(fig, 460, title, legend=dict(orientation="h", y=-0.25, x=0, yanchor="top"))
+    fig.update_xaxes(type="log", title="τ: the least weight that counts as a link (log)", exponentformat="power")
+    fig.update_yaxes(title=f"layers to reach all n = {n} positions", dtick=1, range=[0, top + 0.2])
+    return fig
+
+
 def receptive_field_figure(fields: np.ndarray, tokens: Sequence[str], layer_names: Sequence[str],
                            title: str = "") -> go.Figure:
     """The last token's receptive field as layers stack: row k = which keys can reach it after k layers."""

@@ -274,3 +274,33 @@ def test_the_twins_are_measured_once_and_shared_read_only(pre_page):
         for when in ("trained", "untrained"):
             assert not data[label][when].resid_grad.flags.writeable
             assert not data[label][when].resid_norm.flags.writeable
+
+
+LINKS = "Layers to reach all n"
+URL_TAU = "depth.tau"
+
+
+def test_tau_moves_the_count_between_dense_and_sharp_links():
+    # The two path-length claims side by side: dense soft links (one layer) vs sharp heads (the logarithm).
+    at = open_depth(model=PRE)  # n = 64, H = 4, tau = 0.1
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["dense soft attention"] == "1 layer" and metrics["sharp heads (one edge each)"] == "3 layers"
+    assert metrics["links ≥ τ = 0.1"] == "2 layers"
+    star = trace(at, LINKS, "your τ")
+    assert values(star, "x")[0] == pytest.approx(0.1) and values(star)[0] == 2
+    curve = trace(at, LINKS, "best layout")
+    taus, layers = values(curve, "x"), values(curve)
+    assert np.all(np.diff(layers) >= 0) and layers[0] == 1 and layers[-1] == 3  # 1 layer .. ceil(ln 64 / ln 5)
+    at.select_slider(key=URL_TAU).set_value(0.9).run()
+    assert_ok(at)
+    assert values(trace(at, LINKS, "your τ"))[0] == 3  # sharp: the logarithm
+    at.select_slider(key=URL_TAU).set_value(0.02).run()
+    assert_ok(at)
+    assert values(trace(at, LINKS, "your τ"))[0] == 1  # thin links count: one layer
+    assert at.query_params["tau"] == "0.02"
+    at.slider(key="depth.H").set_value(1).run()
+    at.select_slider(key="depth.n").set_value(4096).run()
+    assert_ok(at)
+    assert values(trace(at, LINKS, "your τ"))[0] == 3  # ceil(ln 4096 / ln 51)
+    assert values(trace(at, LINKS, "best layout"))[-1] == 12  # ceil(ln 4096 / ln 2)
+    assert not np.array_equal(values(trace(at, LINKS, "best layout"), "x"), taus)  # the grid reaches below 1/n
