@@ -16,10 +16,11 @@ import streamlit as st
 
 from core.analysis import attention as A
 from core.figures.heatmaps import EXACT_CELLS
-from ui.attention_runs import (bars_figure, diff_figure, entropy_figure, grid_figure, head_figure, lines_figure,
-                               run_patterns, run_steps, steps_figure)
+from ui.attention_runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
+                               grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
+                               spread_figure, steps_figure, sweep)
 from ui.page import pick_index, try_this
-from ui.params import Choice, Float, Int, Params, Text, general
+from ui.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
 
 TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -29,8 +30,9 @@ PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassb
 SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would not fit a projector line)
 # The views: URL value -> label. Only the open view is drawn, so a rerun pays for one view.
 VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
+VIEW_SCALE = "scale"
 VIEWS = {VIEW_GRID: "Every head", VIEW_HEAD: "One head", VIEW_STEPS: "Step by step", VIEW_TEMP: "Temperature",
-         VIEW_CMP: "Compare", VIEW_EXPORT: "Export"}
+         VIEW_SCALE: "Why √d_k", VIEW_CMP: "Compare", VIEW_EXPORT: "Export"}
 TOY_KEYS_TEXT = " ".join(f"{k:g}" for k in A.TOY_KEYS)
 TOY_VALUES_TEXT = " ".join(f"{v:g}" for v in A.TOY_VALUES)
 
@@ -51,6 +53,11 @@ URL = Params(
     Choice("cmp", CMP_HEADS, choices=(CMP_HEADS, CMP_INPUTS), omit_default=True),
     Int("layer2", 0, lo=0, hi=0), Int("head2", 0, lo=0, hi=0),
     Text("input2", ""),
+    Float("dk", 64, lo=A.SCALE_DKS[0], hi=A.SCALE_DKS[-1], stops=A.SCALE_DKS, log=True, fmt=general,
+          omit_default=True),
+    Int("dk_keys", 16, lo=2, hi=128, omit_default=True),
+    Flag("dk_scaled", False, omit_default=True),
+    Int("dk_seed", 0, lo=0, hi=9999, omit_default=True),
 )
 
 
@@ -213,12 +220,48 @@ def reset_toy() -> None:
         st.session_state[param.key] = param.default
 
 
-def toy_arithmetic():
-    """The seeds' one-number example, editable: q, keys, values, d_k and a temperature."""
+def _toy_scale_latex(d_k: int, temperature: float) -> str:
+    """The divisor of the scalar example's scores as written in its formula ('' when it is 1)."""
+    if d_k == 1 and temperature == 1:
+        return ""
+    if temperature == 1:
+        return rf"\,/\sqrt{{{d_k}}}"
+    if d_k == 1:
+        return rf"\,/\,{temperature:g}"
+    return rf"\,/\,(\sqrt{{{d_k}}}\cdot {temperature:g})"
+
+
+def _toy_leader_text(steps: A.AttentionSteps) -> str:
+    """Which key wins the most weight in the scalar example, and why (said truthfully for any q)."""
+    n = len(steps.key_labels)
+    lead = A.scalar_leader(steps)
+    q = float(steps.q[0])
+    if lead.all_tied:
+        return (f"Every key has the same score here, so every weight is 1/{n} = {1 / n:.4f} and the output "
+                f"({steps.output[0]:.4f}) is the plain mean of the values.")
+    names = [f"k{i + 1} = {steps.keys[i, 0]:g} (q·k = {steps.dots[i]:.4g}, score s = {steps.scores[i]:.4g})"
+             for i in lead.indices]
+    if len(names) == 1:
+        text = (f"The key with the largest score q·k, {names[0]}, gets the largest weight "
+                f"({steps.weights[lead.indices[0]]:.4f}), so the output ({steps.output[0]:.4f}) is pulled "
+                f"towards its value v{lead.indices[0] + 1} = {steps.values[lead.indices[0], 0]:g}.")
+    else:
+        text = (f"The keys {' and '.join(names)} share the largest score q·k, so they share the largest weight "
+                f"({steps.weights[lead.indices[0]]:.4f} each).")
+    if q < 0 and lead.rank == "smallest":
+        text += (f" Because q = {q:g} is negative, the largest score belongs to the **smallest** key: a negative "
+                 f"query turns the order of the keys around.")
+    elif q > 0 and lead.rank == "largest":
+        text += " With q positive, that is also the largest key."
+    return text + f" The output is still a blend of all {n} values: softmax never gives exactly 0 to an allowed key."
+
+
+def toy_arithmetic(temperature: float = 1.0):
+    """The seeds' one-number example, editable: q, keys, values and d_k; T comes from the page's slider."""
 
     st.markdown("Everything here is a single number (d_k = 1), so you can follow it with a calculator. "
                 "The preset is the worked example from our reading: query q = 2, keys 0.1, 0.2, 0.5 and "
-                "values 1, −1, 3.")
+                "values 1, −1, 3. The temperature slider above divides these scores too.")
     c1, c2, c3, c4 = st.columns([1, 2, 2, 1])
     with c1:
         q = URL.toy_q.widget(st.number_input, "query q", step=0.5)
@@ -234,15 +277,18 @@ def toy_arithmetic():
     try:
         keys = A.parse_numbers(keys_text, "keys")
         values = A.parse_numbers(values_text, "values")
-        steps = A.scalar_example(q, keys, values, d_k=int(d_k))
+        steps = A.scalar_example(q, keys, values, d_k=int(d_k), temperature=temperature)
+        d_k = int(d_k)
     except ValueError as exc:
         st.error(f"{exc}. Showing the worked example instead.")
-        steps = A.scalar_example()
-    n = len(steps.key_labels)
+        steps, d_k = A.scalar_example(temperature=temperature), 1
     scores = ", ".join(f"{s:.4g}" for s in steps.scores)
-    scale = "" if steps.scale == 1 else rf"\,/\sqrt{{{int(round(1 / steps.scale ** 2))}}}"
-    st.latex(rf"s_i = \frac{{q\,k_i}}{{\sqrt{{d_k}}}}:\qquad s = {steps.q[0]:g}\times({', '.join(f'{k:g}' for k in steps.keys[:, 0])}){scale}"
+    scale = _toy_scale_latex(d_k, temperature)
+    st.latex(rf"s_i = \frac{{q\,k_i}}{{\sqrt{{d_k}}\,T}}:\qquad s = {steps.q[0]:g}\times({', '.join(f'{k:g}' for k in steps.keys[:, 0])}){scale}"
              rf" = ({scores})")
+    if temperature != 1:
+        st.caption(f"T = {temperature:g} comes from the temperature slider above (T = 1 gives the worked "
+                   f"example's numbers).")
     raw = bool(np.all(np.abs(steps.scores) < 30))
     e = np.exp(steps.scores) if raw else steps.exps
     total = float(e.sum())
@@ -253,16 +299,25 @@ def toy_arithmetic():
     terms = " + ".join(f"{w:.4f}\\times({v:g})" for w, v in zip(steps.weights, steps.values[:, 0]))
     st.latex(r"o = \sum_i \alpha_i v_i = " + terms + f" = {steps.output[0]:.4f}")
     st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels), key="attention.fig_toy_bars", config=PNG)
-    st.markdown(f"The largest key, k{int(np.argmax(steps.scores)) + 1}, gets the largest weight "
-                f"({steps.weights.max():.4f}), so the output ({steps.output[0]:.4f}) is pulled towards its value. "
-                f"It is still a blend of all {n} values: softmax never gives exactly 0 to an allowed key.")
+    st.markdown(_toy_leader_text(steps))
     try_this("Raise q to 20: the same keys now give one weight close to 1. A longer query acts like a lower "
              "temperature: it narrows the focus (the one-hot limit, a hard lookup).",
+             "Set q to −2: now the smallest key, 0.1, has the largest score and takes the most weight.",
              "Set q to 0: every score is 0 and the weights are uniform (1/3 each); the output is the plain mean.",
+             "Move the temperature slider above to 0.1: the scores grow tenfold and nearly all the weight goes "
+             "to one key; at 10 the weights are almost uniform.",
              "Add a fourth key 40 with value −100: one huge key takes almost all the weight even though the others "
              "match just as well in direction. This is how an oversized key can hijack attention.",
-             "Set d_k to 100: the scores shrink tenfold and the weights flatten; this is why real heads divide "
-             "by √d_k.")
+             "Set d_k to 100: the scores shrink tenfold and the weights flatten. Why real heads divide by √d_k "
+             "at all is a question about many random numbers, not one: open the **Why divide by √d_k** view "
+             "(the button below, or the view buttons above).")
+    st.button("Open 'Why divide by √d_k'", on_click=_open_view, args=(VIEW_SCALE,), key="attention.to_scale",
+              icon=":material/arrow_forward:")
+
+
+def _open_view(view: str) -> None:
+    """Switch the page to another view (a button callback; the URL follows on the rerun)."""
+    st.session_state[URL.view.key] = view
 
 
 def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
@@ -274,7 +329,7 @@ def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens
               STEPS_TOY: "Worked example with single numbers (q = 2)"}
     mode = URL.steps.widget(st.radio, "Numbers from", format_func=labels.get, horizontal=True)
     if mode == STEPS_TOY:
-        toy_arithmetic()
+        toy_arithmetic(temperature)
     else:
         qpos = pick_query(q_tokens)
         head_arithmetic(sel, kind, layer, head, qpos, q_tokens, k_tokens, temperature)
@@ -330,6 +385,126 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
                "answer, ✗ = it is not.")
 
 
+def scale_controls() -> tuple[int, int, bool, int]:
+    """d_k, the number of keys, scaled or not, and the random seed of the 'Why √d_k' view (all in the URL)."""
+    c1, c2, c3, c4 = st.columns([3, 2, 1, 1])
+    with c1:
+        d_k = URL.dk.widget(st.select_slider, "d_k (width of q and k)", format_func=general,
+                            help="How many numbers each query and key vector has.")
+    with c2:
+        n_keys = URL.dk_keys.widget(st.slider, "number of keys",
+                                    help="How many keys one query is compared with (one softmax row).")
+    with c3:
+        scaled = URL.dk_scaled.widget(st.toggle, "divide by √d_k", help="Histogram and numbers of q·k/√d_k "
+                                      "instead of raw q·k. The curves below always show both.")
+    with c4:
+        seed = URL.dk_seed.widget(st.number_input, "random seed", step=1,
+                                  help="Which random vectors are drawn; the same seed gives the same draw.")
+    return int(d_k), int(n_keys), bool(scaled), int(seed)
+
+
+def scale_histogram(d_k: int, scaled: bool, seed: int) -> None:
+    """Random q·k at one width: its measured spread next to √d_k, and the histogram."""
+    samples = dot_samples(d_k, seed)
+    measured = float(samples.std())
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"measured spread (std) of q·k, d_k = {d_k}", f"{measured:.3f}")
+    c2.metric("√d_k (what the sum predicts)", f"{np.sqrt(d_k):.3f}",
+              help="The measured std of the random pairs below, compared with the square root of d_k.")
+    c3.metric("spread of q·k / √d_k", f"{measured / np.sqrt(d_k):.3f}",
+              help="About 1 at every d_k: dividing by √d_k undoes the growth.")
+    st.plotly_chart(dots_figure(samples, d_k, scaled), key="attention.fig_scale_hist", config=PNG)
+    shown = "q·k / √d_k" if scaled else "raw q·k"
+    st.caption(f"{len(samples):,} random pairs of vectors with d_k = {d_k} entries each, every entry drawn from a "
+               f"normal distribution with mean 0 and variance 1. Shown: {shown}; the dashed curve is the normal "
+               f"distribution with spread {'1' if scaled else f'√{d_k} = {np.sqrt(d_k):.3g}'}.")
+
+
+def scale_curves(d_k: int, n_keys: int, scaled: bool, seed: int) -> None:
+    """Largest weight, entropy and softmax Jacobian against d_k, scaled and unscaled."""
+    sw = sweep(n_keys, seed)
+    j = int(np.flatnonzero(sw.dks == d_k)[0])
+    row = 0 if scaled else 1
+    st.markdown(f"Now one query against **{n_keys} random keys**, drawn {sw.trials} times at every d_k and "
+                f"averaged. Blue (solid) divides the scores by √d_k, orange (dashed) does not. The dotted grey "
+                f"line is the d_k chosen above.")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        st.plotly_chart(curve_figure(sw.dks, sw.max_weight[0], sw.max_weight[1], "largest weight", d_k,
+                                     1.0, "one-hot", (0.0, 1.05)), key="attention.fig_scale_max", config=PNG)
+    with c2:
+        top = float(np.log2(n_keys))
+        st.plotly_chart(curve_figure(sw.dks, sw.entropy[0], sw.entropy[1], "entropy (bits)", d_k,
+                                     top, f"uniform: log₂{n_keys}", (0.0, top * 1.12)),
+                        key="attention.fig_scale_entropy", config=PNG)
+    with c3:
+        st.plotly_chart(curve_figure(sw.dks, sw.jacobian[0], sw.jacobian[1], "‖∂α/∂s‖ (gradient size)", d_k),
+                        key="attention.fig_scale_jacobian", config=PNG)
+    which = "scaled" if scaled else "unscaled"
+    m1, m2, m3 = st.columns(3)
+    m1.metric(f"largest weight, {which}, d_k = {d_k}", f"{sw.max_weight[row, j]:.3f}",
+              help=f"The same number at d_k = 1: {sw.max_weight[row, 0]:.3f}.")
+    m2.metric(f"entropy, {which}, d_k = {d_k}", f"{sw.entropy[row, j]:.2f} bits",
+              help=f"At most log₂{n_keys} = {np.log2(n_keys):.2f} bits (uniform weights).")
+    m3.metric(f"‖∂α/∂s‖, {which}, d_k = {d_k}", f"{sw.jacobian[row, j]:.3f}",
+              help=f"The same number at d_k = 1: {sw.jacobian[row, 0]:.3f}.")
+
+
+def scale_model_spread(sel: Selection, kind: A.AttentionKind) -> None:
+    """The current model's own spread of raw q·k per layer and head, next to √d_head."""
+    cfg = sel.model.cfg
+    spread = run_spread(sel, kind)
+    st.markdown(f"**The model in the sidebar.** For every head of its {kind.label.lower()}, the spread of the raw "
+                f"scores q·k over the {spread.pairs} (query, key) pairs of the sidebar's input that a query may "
+                f"see, read from the hooks `hook_q` and `hook_k`"
+                + (" (after the RoPE rotation: `hook_rot_q`, `hook_rot_k`)" if cfg.pos == "rope"
+                   and kind.module == "attn" else "")
+                + f". The dotted line is √d_head = √{cfg.d_head}: the spread random unit-variance vectors would "
+                  f"give. A trained head is not random: it learns how large its queries and keys are, and so how "
+                  f"sharp it wants to be.")
+    st.plotly_chart(spread_figure(spread.dot_std, spread.d_head, spread.q_std, spread.k_std),
+                    key="attention.fig_scale_model", config=PNG)
+    how = {"scaled_dot": f"divides q·k by √{cfg.d_head} = {np.sqrt(cfg.d_head):.2f} before softmax",
+           "dot": "does **not** divide q·k by anything (plain dot-product scores)",
+           "cosine": f"scores with cosine similarity times {cfg.cosine_scale:g}, so the raw q·k above is not what "
+                     f"it feeds to softmax"}.get(cfg.score, f"uses '{cfg.score}' scores")
+    note = " With one (query, key) pair there is no spread to measure." if spread.pairs < 2 else ""
+    st.caption(f"This model {how}. Hover a bar for the spread of the query and key entries themselves.{note}")
+
+
+def scale_panel(sel: Selection, kind: A.AttentionKind) -> None:
+    """Why divide by √d_k: random q·k grows with the width, and unscaled softmax saturates."""
+    st.subheader("Why divide by √d_k")
+    st.markdown("Take a query and a key whose d_k entries are independent random numbers with mean 0 and "
+                "variance 1. Their dot product adds up d_k such products, each of variance 1, so its variance is "
+                "d_k and its typical size (the standard deviation) is √d_k. A head twice as wide would score "
+                "about 1.4 times as far from 0, a head of width 1024 about 32 times. Fed to softmax, scores that "
+                "far apart put nearly all the weight on one key, and softmax there is almost flat: nudging a "
+                "score barely moves any weight, so almost no gradient flows back to the queries and keys that "
+                "training needs to adjust. Dividing by √d_k gives the scores a spread of about 1 at every width, "
+                "so a freshly initialised head starts soft and trainable however wide it is. (Making scores "
+                "small is not the point: scaling every score down flattens softmax, as the temperature does. "
+                "The point is that the spread stops depending on d_k.)")
+    st.latex(r"\operatorname{Var}(q\cdot k)=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k"
+             r"\;\Rightarrow\;\operatorname{std}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right)=1,"
+             r"\qquad \frac{\partial \alpha}{\partial s}=\operatorname{diag}(\alpha)-\alpha\alpha^{\top}")
+    st.caption("This view draws random vectors, so the temperature slider above does not apply here; the "
+               "model's spread at the bottom is measured at T = 1, before any scaling.")
+    d_k, n_keys, scaled, seed = scale_controls()
+    scale_histogram(d_k, scaled, seed)
+    scale_curves(d_k, n_keys, scaled, seed)
+    scale_model_spread(sel, kind)
+    try_this("Move d_k from 1 to 1024 with 'divide by √d_k' off: the histogram widens and the measured spread "
+             "tracks √d_k (about 32 at 1024). Switch it on: the histogram stays at spread 1 at every width.",
+             "Watch the orange curves: past d_k ≈ 64 the largest weight heads for 1, the entropy for 0 and the "
+             "gradient size for 0. The blue curves stay flat.",
+             "Set the number of keys to 128: the unscaled row saturates even sooner, because the largest of more "
+             "draws is further out.",
+             "Change the seed: the numbers move a little, the shapes of the curves do not.",
+             "Compare the model's bars with √d_head: does training leave its heads sharper or softer than random "
+             "vectors would be?")
+
+
 def input_b_default(sel: Selection) -> str:
     """Input B starts as the task's next example after the sidebar's."""
     return example_text(sel.task, sel.arch, st.session_state.get(SEED_KEY, 0) + 1)
@@ -348,7 +523,8 @@ def seed_url(sel: Selection) -> None:
     layer = URL.layer.seed(hi=cfg.n_layers - 1)
     head = URL.head.seed(hi=cfg.n_heads - 1)
     URL.query.seed(hi=len(q_tokens) - 1, default=len(q_tokens) - 1)
-    for param in (URL.temp, URL.view, URL.steps, URL.toy_q, URL.toy_keys, URL.toy_values, URL.toy_dk, URL.cmp):
+    for param in (URL.temp, URL.view, URL.steps, URL.toy_q, URL.toy_keys, URL.toy_values, URL.toy_dk, URL.cmp,
+                  URL.dk, URL.dk_keys, URL.dk_scaled, URL.dk_seed):
         param.seed()
     URL.layer2.seed(hi=cfg.n_layers - 1, default=layer)
     URL.head2.seed(hi=cfg.n_heads - 1, default=(head + 1) % cfg.n_heads)
@@ -489,6 +665,8 @@ def draw(sel: Selection, v: View) -> None:
                  "still get the answers right?",
                  "Move T to 10: every row approaches the uniform marker and the predictions usually fall "
                  "apart. Which positions survive longest?")
+    elif view == VIEW_SCALE:
+        scale_panel(sel, v.kind)
     elif view == VIEW_CMP:
         compare_panel(sel, v.kind, v.layer, v.head, pat, v.q_tokens, v.k_tokens, v.temperature)
         try_this("Compare two heads of the same layer: do they split the work (different keys) or repeat "

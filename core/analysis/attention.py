@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
 # The seeds' scalar example: one query, three keys, three values, everything one number (d_k = 1).
 TOY_QUERY = 2.0
@@ -222,6 +223,35 @@ def scalar_example(q: float = TOY_QUERY, keys: Sequence[float] = TOY_KEYS, value
                               key_labels=[f"k{i + 1}" for i in range(len(keys))], scale_latex=latex)
 
 
+@dataclass(frozen=True)
+class Leader:
+    """Which keys of a one-number example get the largest weight, and where they sit among the keys."""
+
+    indices: tuple[int, ...]  # the keys (0-based) sharing the largest score, in order
+    all_tied: bool  # every key has the same score: uniform weights
+    rank: str  # the leader's key value among all keys: "largest", "smallest" or "middle" ("" when tied)
+
+
+def scalar_leader(steps: AttentionSteps, rtol: float = 1e-12) -> Leader:
+    """The key(s) with the largest score q.k / (sqrt(d_k) T): they get the largest weight.
+
+    The score is q times the key, so with q > 0 the leader is the largest key and with q < 0
+    the smallest one; `rank` says which it is, read from the keys themselves.
+    """
+    scores = np.where(steps.allowed, steps.scores, -np.inf)
+    top = float(scores.max())
+    tol = rtol * max(1.0, abs(top))
+    leaders = tuple(int(i) for i in np.flatnonzero(scores >= top - tol))
+    allowed = int(steps.allowed.sum())
+    keys = steps.keys[:, 0] if steps.keys.ndim == 2 else steps.keys
+    if len(leaders) == allowed:
+        return Leader(leaders, True, "")
+    value = keys[leaders[0]]
+    rank = "largest" if value >= keys[steps.allowed].max() else (
+        "smallest" if value <= keys[steps.allowed].min() else "middle")
+    return Leader(leaders, False, rank)
+
+
 def parse_numbers(text: str, what: str, lo: int = 1, hi: int = TOY_MAX_ITEMS, limit: float = 1e6) -> list[float]:
     """Numbers typed by a student ("0.1, 0.2 0.5"), checked: count within lo..hi, finite, |x| <= limit."""
     parts = [p for p in str(text).replace(",", " ").replace(";", " ").split() if p]
@@ -311,6 +341,138 @@ def causal_allowed(n_q: int, n_k: int, causal: bool) -> np.ndarray:
     """The default mask `[q k]` of a kind: lower-triangular for causal attention, all True otherwise."""
     full = np.ones((n_q, n_k), dtype=bool)
     return np.tril(full) if causal else full
+
+
+# ---------------------------------------------------------------------------------------------
+# Why divide by sqrt(d_k): dot products of random vectors, and what softmax does with them
+
+SCALE_DKS = tuple(2 ** i for i in range(11))  # d_k from 1 to 1024, log-spaced (powers of two)
+SCALINGS = ("scaled", "unscaled")  # the rows of a ScaleSweep's arrays
+_CHUNK = 1 << 21  # numbers drawn at once, so d_k = 1024 with many keys stays in a few megabytes
+
+
+def random_dot_products(d_k: int, n_pairs: int, seed: int) -> np.ndarray:
+    """q.k for `n_pairs` independent pairs of random vectors with unit-variance entries, `[n_pairs]`.
+
+    Each q.k is a sum of d_k products of independent N(0, 1) numbers, so its variance is d_k and
+    its spread (standard deviation) grows like sqrt(d_k). Drawn from a local generator seeded here.
+    """
+    if d_k < 1 or n_pairs < 1:
+        raise ValueError(f"d_k and n_pairs must be at least 1, got d_k={d_k}, n_pairs={n_pairs}")
+    gen = torch.Generator().manual_seed(int(seed))
+    out, step = [], max(1, _CHUNK // d_k)
+    for start in range(0, n_pairs, step):
+        m = min(step, n_pairs - start)
+        q = torch.randn(m, 1, d_k, generator=gen)  # [pair 1 d_k]
+        k = torch.randn(m, d_k, 1, generator=gen)  # [pair d_k 1]
+        out.append(torch.bmm(q, k).reshape(m).double())  # [pair]
+    return torch.cat(out).numpy()
+
+
+def softmax_jacobian_norm(weights: np.ndarray) -> np.ndarray:
+    """Frobenius norm of the softmax Jacobian d alpha / d s at each row of weights `[... n]`.
+
+    The Jacobian is diag(alpha) - alpha alpha^T, whose squared Frobenius norm is
+    sum(a^2) - 2 sum(a^3) + (sum(a^2))^2. It is largest for spread-out weights and goes to 0 as
+    one weight approaches 1: then a small change of any score barely moves the weights, so little
+    gradient flows back through softmax to the queries and keys.
+    """
+    a = np.asarray(weights, dtype=np.float64)
+    s2 = (a ** 2).sum(-1)
+    s3 = (a ** 3).sum(-1)
+    return np.sqrt(np.maximum(s2 - 2 * s3 + s2 ** 2, 0.0))  # [...]
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, shifted by the row maximum so large scores do not overflow."""
+    x = np.asarray(scores, dtype=np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class ScaleSweep:
+    """Softmax of one query against n random keys, averaged over trials, at each d_k; scaled and not.
+
+    Every array is `[scaling d_k]` with rows in SCALINGS order: 0 = scores q.k / sqrt(d_k),
+    1 = raw q.k. Both rows use the same random vectors.
+    """
+
+    dks: np.ndarray  # [d_k]
+    n_keys: int
+    trials: int
+    max_weight: np.ndarray  # [scaling d_k] mean largest weight of a row
+    entropy: np.ndarray  # [scaling d_k] mean entropy of a row, bits (log2 n_keys at most)
+    jacobian: np.ndarray  # [scaling d_k] mean Frobenius norm of the softmax Jacobian
+    score_std: np.ndarray  # [scaling d_k] spread of the scores fed to softmax
+
+
+def scale_sweep(n_keys: int, seed: int, dks: Sequence[int] = SCALE_DKS, trials: int = 64) -> ScaleSweep:
+    """One random query against `n_keys` random keys (unit-variance entries), `trials` times per d_k.
+
+    Unscaled, the scores spread like sqrt(d_k), so softmax sharpens towards one key as d_k grows (the
+    largest weight goes to 1, the entropy and the Jacobian to 0). Divided by sqrt(d_k), the scores keep
+    unit spread and all three stay about where they are at d_k = 1.
+    """
+    if n_keys < 2 or trials < 1:
+        raise ValueError(f"need at least 2 keys and 1 trial, got n_keys={n_keys}, trials={trials}")
+    gen = torch.Generator().manual_seed(int(seed))
+    dks = np.asarray(dks, dtype=np.int64)
+    stats = np.zeros((4, 2, dks.size))  # [stat scaling d_k]
+    for j, d in enumerate(dks):
+        raw = []
+        step = max(1, _CHUNK // (n_keys * int(d)))
+        for start in range(0, trials, step):
+            m = min(step, trials - start)
+            q = torch.randn(m, int(d), 1, generator=gen)  # [trial d_k 1]
+            k = torch.randn(m, n_keys, int(d), generator=gen)  # [trial key d_k]
+            raw.append(torch.bmm(k, q).reshape(m, n_keys).double())  # [trial key]
+        raw_scores = torch.cat(raw).numpy()  # [trial key]
+        for row, scores in enumerate((raw_scores / math.sqrt(d), raw_scores)):
+            w = softmax_rows(scores)  # [trial key]
+            stats[:, row, j] = (w.max(-1).mean(), row_entropy(w).mean(), softmax_jacobian_norm(w).mean(),
+                                scores.std())
+    return ScaleSweep(dks, int(n_keys), int(trials), stats[0], stats[1], stats[2], stats[3])
+
+
+def spread_names(kind: AttentionKind, n_layers: int, pos_scheme: str) -> list[str]:
+    """The query and key hooks of every layer of a kind: hook_q / hook_k, or the rotated ones under RoPE
+    (hook_rot_q / hook_rot_k: those are the vectors the model multiplies)."""
+    rot = pos_scheme == "rope" and kind.module == "attn"
+    q, k = ("hook_rot_q", "hook_rot_k") if rot else ("hook_q", "hook_k")
+    return [kind.hook(layer, n) for layer in range(n_layers) for n in (q, k)]
+
+
+@dataclass(frozen=True)
+class HeadSpread:
+    """How spread out the raw scores q.k of a real model are, per layer and head, on one input."""
+
+    dot_std: np.ndarray  # [layer head] standard deviation of q.k over the (query, key) pairs a query may see
+    q_std: np.ndarray  # [layer head] standard deviation of the query vectors' entries
+    k_std: np.ndarray  # [layer head] standard deviation of the key vectors' entries
+    d_head: int
+    pairs: int  # how many (query, key) pairs each std is taken over
+
+
+def head_dot_spread(cache: dict, kind: AttentionKind, n_layers: int, pos_scheme: str) -> HeadSpread:
+    """The spread of raw q.k (before any scaling) per layer and head, from a hooked run's q and k.
+
+    Only the pairs the kind's default mask allows count (a causal head never scores later keys).
+    """
+    names = spread_names(kind, n_layers, pos_scheme)
+    dot_std, q_std, k_std = [], [], []
+    pairs, d_head = 0, 0
+    for layer in range(n_layers):
+        q = np.asarray(cache[names[2 * layer]], dtype=np.float64)[0]  # [q head d_head]
+        k = np.asarray(cache[names[2 * layer + 1]], dtype=np.float64)[0]  # [k head d_head]
+        d_head = q.shape[-1]
+        dots = np.einsum("qhd,khd->hqk", q, k)  # [head q k]
+        allowed = causal_allowed(q.shape[0], k.shape[0], kind.causal)  # [q k]
+        pairs = int(allowed.sum())
+        dot_std.append(dots[:, allowed].std(axis=-1))  # [head]
+        q_std.append(q.std(axis=(0, 2)))  # [head]
+        k_std.append(k.std(axis=(0, 2)))  # [head]
+    return HeadSpread(np.stack(dot_std), np.stack(q_std), np.stack(k_std), d_head, pairs)
 
 
 # ---------------------------------------------------------------------------------------------

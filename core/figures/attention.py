@@ -280,3 +280,102 @@ def difference_heatmap(diff: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequ
         layout["title"] = _caption_title(title)
         layout["margin"] = dict(l=10, r=10, t=10, b=44)
     return go.Figure(data=[trace], layout=layout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Why divide by sqrt(d_k)
+
+SCALED_COLOUR, UNSCALED_COLOUR = OTHER_COLOUR, QUERY_COLOUR  # blue / orange: safe for colour-blind readers
+
+
+def dot_histogram(samples: np.ndarray, d_k: int, scaled: bool, bins: int = 60) -> go.Figure:
+    """A histogram (as a density) of q.k for random pairs, divided by sqrt(d_k) when `scaled`, with the
+    normal curve it should follow: N(0, d_k) unscaled, N(0, 1) scaled."""
+    x = np.asarray(samples, dtype=np.float64) / (np.sqrt(d_k) if scaled else 1.0)
+    sigma = 1.0 if scaled else float(np.sqrt(d_k))
+    reach = 4.5 * max(sigma, float(np.abs(x).max()) / 4.5 if x.size else sigma)
+    density, edges = np.histogram(x, bins=bins, range=(-reach, reach), density=True)
+    centres = (edges[:-1] + edges[1:]) / 2
+    label = "q·k / √d_k" if scaled else "q·k"
+    grid = np.linspace(-reach, reach, 241)
+    curve = np.exp(-0.5 * (grid / sigma) ** 2) / (sigma * np.sqrt(2 * np.pi))
+    data = [
+        dict(type="bar", x=centres, y=density, width=edges[1] - edges[0], name=f"measured ({x.size:,} pairs)",
+             marker=dict(color=SCALED_COLOUR if scaled else UNSCALED_COLOUR, line=dict(width=0)), opacity=0.8,
+             customdata=np.stack([edges[:-1], edges[1:]], axis=1),
+             hovertemplate=label + " from %{customdata[0]:.3g} to %{customdata[1]:.3g}<br>density %{y:.4f}"
+                                   "<extra></extra>"),
+        dict(type="scatter", x=grid, y=curve, mode="lines", name=f"normal, spread {sigma:.3g}",
+             line=dict(color="#222222", width=2, dash="dash"),
+             hovertemplate=label + " %{x:.3g}<br>normal density %{y:.4f}<extra></extra>"),
+    ]
+    layout = dict(height=340, margin=dict(l=10, r=10, t=40, b=10), font=FONT, bargap=0,
+                  xaxis=dict(title=dict(text=f"{label}  (d_k = {d_k})"), zeroline=True),
+                  yaxis=dict(title=dict(text="density")),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return go.Figure(data=data, layout=layout)
+
+
+def scale_curve(dks: np.ndarray, scaled: np.ndarray, unscaled: np.ndarray, y_title: str, current: int,
+                reference: Optional[float] = None, reference_label: str = "",
+                y_range: Optional[tuple[float, float]] = None) -> go.Figure:
+    """One measure of softmax against d_k (log axis), scaled (blue, solid) and unscaled (orange, dashed);
+    a grey line marks the d_k chosen on the page and an optional dotted line a reference value."""
+    dks = np.asarray(dks, dtype=np.float64)
+    data = [
+        dict(type="scatter", x=dks, y=np.asarray(scaled), mode="lines+markers", name="scaled: q·k / √d_k",
+             line=dict(color=SCALED_COLOUR, width=3), marker=dict(symbol="circle", size=8),
+             hovertemplate="d_k = %{x}<br>" + y_title + " %{y:.3f}<extra>scaled</extra>"),
+        dict(type="scatter", x=dks, y=np.asarray(unscaled), mode="lines+markers", name="unscaled: q·k",
+             line=dict(color=UNSCALED_COLOUR, width=3, dash="dash"), marker=dict(symbol="square", size=8),
+             hovertemplate="d_k = %{x}<br>" + y_title + " %{y:.3f}<extra>unscaled</extra>"),
+    ]
+    shapes = [dict(type="line", xref="x", yref="paper", x0=current, x1=current, y0=0, y1=1,
+                   line=dict(color="#888888", width=2, dash="dot"))]
+    notes = [dict(text=f"d_k = {current}", x=np.log10(current), xref="x", y=1, yref="paper", showarrow=False,
+                  yanchor="bottom", font=dict(size=12, color="#555555"))]
+    if reference is not None:
+        shapes.append(dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=reference, y1=reference,
+                           line=dict(color="#222222", width=1, dash="dot")))
+        if reference_label:
+            notes.append(dict(text=reference_label, x=1, xref="paper", y=reference, yref="y", showarrow=False,
+                              xanchor="right", yanchor="bottom", font=dict(size=12)))
+    layout = dict(height=320, margin=dict(l=10, r=10, t=40, b=10), font=FONT, shapes=shapes, annotations=notes,
+                  xaxis=dict(type="log", title=dict(text="d_k (key width, log scale)"), tickvals=list(dks),
+                             ticktext=[f"{int(d)}" for d in dks]),
+                  yaxis=dict(title=dict(text=y_title), **({"range": list(y_range)} if y_range else {})),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.08, x=0))
+    return go.Figure(data=data, layout=layout)
+
+
+def head_spread_bars(dot_std: np.ndarray, d_head: int, q_std: np.ndarray, k_std: np.ndarray) -> go.Figure:
+    """The spread of raw q.k per head (bars, grouped by layer) with sqrt(d_head), the spread that
+    unit-variance random q and k would give, as a dotted line."""
+    dot_std = np.asarray(dot_std, dtype=np.float64)
+    n_l, n_h = dot_std.shape
+    data = []
+    for layer in range(n_l):
+        colour = _layer_colour(layer, n_l)
+        data.append(dict(type="bar", x=[f"L{layer} H{h}" for h in range(n_h)], y=dot_std[layer],
+                         name=f"layer {layer}", marker=dict(color=colour),
+                         customdata=np.stack([q_std[layer], k_std[layer]], axis=1),
+                         hovertemplate="%{x}<br>std of q·k %{y:.3f}<br>std of q entries %{customdata[0]:.3f}"
+                                       "<br>std of k entries %{customdata[1]:.3f}<extra></extra>"))
+    ref = float(np.sqrt(d_head))
+    layout = dict(height=340, margin=dict(l=10, r=10, t=40, b=10), font=FONT,
+                  xaxis=dict(title=dict(text="layer and head"), type="category"),
+                  yaxis=dict(title=dict(text="spread (std) of raw q·k"),
+                             range=[0, 1.15 * max(ref, float(dot_std.max()) if dot_std.size else ref)]),
+                  shapes=[dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=ref, y1=ref,
+                               line=dict(color="#222222", width=2, dash="dot"))],
+                  annotations=[dict(text=f"√d_head = √{d_head} = {ref:.2f}", x=1, xref="paper", y=ref, yref="y",
+                                    showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=12))],
+                  legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return go.Figure(data=data, layout=layout)
+
+
+def _layer_colour(layer: int, n_layers: int) -> str:
+    """A viridis colour per layer (colour-blind safe), stopping short of the pale yellow end."""
+    from plotly.colors import sample_colorscale
+
+    return sample_colorscale("Viridis", [0.15 + 0.6 * (layer / max(n_layers - 1, 1))])[0]

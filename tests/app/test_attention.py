@@ -233,3 +233,120 @@ def test_cross_attention_queries_from_target_keys_from_source():
     z = decode_array(plotly_specs(at)[0]["data"][0]["z"])
     assert z.shape == (len(src), len(src))
     assert at.query_params["kind"] == "enc"
+
+
+# -- the scalar example: which key wins, and the temperature -----------------------------------------
+
+def _toy_leader(at) -> str:
+    return next(str(m.value) for m in at.markdown if "gets the largest weight" in str(m.value)
+                or "same score" in str(m.value) or "share the largest" in str(m.value))
+
+
+def test_scalar_example_names_the_key_with_the_largest_score():
+    at = page_at(PAGE, {"model": DECODER, "view": "steps", "steps": "toy"})
+    assert_ok(at)
+    text = _toy_leader(at)
+    assert "k3 = 0.5" in text and "0.5005" in text and "largest key" in text
+    # With a negative query the smallest key has the largest score: the page says so, and names it.
+    at.number_input(key="attention.toy_q").set_value(-2.0).run()
+    assert_ok(at)
+    text = _toy_leader(at)
+    assert "k1 = 0.1" in text and "smallest" in text
+    assert "The largest key" not in text
+    weights = [float(w) for w in plotly_specs(at)[0]["data"][1]["text"]]
+    assert np.argmax(weights) == 0 and f"({max(weights):.4f})" in text
+    at.number_input(key="attention.toy_q").set_value(0.0).run()
+    assert "same score" in _toy_leader(at)
+
+
+def test_scalar_example_follows_the_temperature_slider():
+    at = page_at(PAGE, {"model": DECODER, "view": "steps", "steps": "toy"})
+    latex = " ".join(str(e.value) for e in at.latex)
+    assert "(0.2249, 0.2747, 0.5005)" in latex and r"\sqrt{d_k}\,T" in latex
+    bars = decode_array(plotly_specs(at)[0]["data"][1]["y"])
+    at.select_slider(key="attention.temp").set_value(0.1).run()
+    assert_ok(at)
+    latex = " ".join(str(e.value) for e in at.latex)
+    assert "0.2249" not in latex and "(2, 4, 10)" in latex  # scores q k / T
+    assert r"\,/\,0.1" in latex  # T is written in the formula
+    cold = decode_array(plotly_specs(at)[0]["data"][1]["y"])
+    assert cold.max() > 0.99 > bars.max()  # a low temperature sharpens the example's weights
+
+
+def test_scalar_tip_points_to_the_scale_view():
+    at = page_at(PAGE, {"model": DECODER, "view": "steps", "steps": "toy"})
+    texts = _texts(at)
+    assert "this is why real heads divide" not in texts and "Why divide by √d_k" in texts
+    at.button(key="attention.to_scale").click().run()
+    assert_ok(at)
+    assert at.query_params["view"] == "scale"
+    assert any("Why divide by √d_k" == str(h.value) for h in at.subheader)
+
+
+# -- why divide by sqrt(d_k) -----------------------------------------------------------------------------
+
+def _metric(at, start: str) -> float:
+    return float(next(m.value for m in at.metric if m.label.startswith(start)).split()[0])
+
+
+def test_scale_view_histogram_follows_dk_and_the_scaling():
+    at = page_at(PAGE, {"model": DECODER, "view": "scale"})
+    assert_ok(at)
+    hist, max_w, entropy, jac, model = plotly_specs(at)
+    assert _metric(at, "measured spread") == pytest.approx(8.0, rel=0.05)  # d_k = 64 by default
+    x0 = decode_array(hist["data"][0]["x"])
+    at.select_slider(key="attention.dk").set_value(1024).run()
+    assert_ok(at)
+    assert at.query_params["dk"] == "1024"
+    assert _metric(at, "measured spread") == pytest.approx(32.0, rel=0.05)
+    x1 = decode_array(plotly_specs(at)[0]["data"][0]["x"])
+    assert np.ptp(x1) > 3 * np.ptp(x0)  # the histogram widens like sqrt(d_k)
+    at.toggle(key="attention.dk_scaled").set_value(True).run()
+    assert_ok(at)
+    assert at.query_params["dk_scaled"] == "1"
+    x2 = decode_array(plotly_specs(at)[0]["data"][0]["x"])
+    assert np.ptp(x2) < np.ptp(x1) / 10  # divided by sqrt(1024) = 32
+    assert _metric(at, "spread of q·k / √d_k") == pytest.approx(1.0, rel=0.05)
+
+
+def test_scale_view_curves_show_unscaled_softmax_saturating():
+    at = page_at(PAGE, {"model": DECODER, "view": "scale", "dk_keys": "8"})
+    assert_ok(at)
+    _, max_w, entropy, jac, _ = plotly_specs(at)
+    dks = decode_array(max_w["data"][0]["x"])
+    assert dks[0] == 1 and dks[-1] == 1024
+    scaled, unscaled = (decode_array(t["y"]) for t in max_w["data"])
+    assert unscaled[-1] > 0.9 and unscaled[-1] > scaled[-1] + 0.4
+    assert decode_array(entropy["data"][1]["y"])[-1] < decode_array(entropy["data"][0]["y"])[-1]
+    assert decode_array(jac["data"][1]["y"])[-1] < 0.3 * decode_array(jac["data"][0]["y"])[-1]
+    assert entropy["layout"]["shapes"][1]["y0"] == pytest.approx(3.0)  # log2(8): the uniform limit
+    # More keys, or another seed: the curves are redrawn from new draws.
+    at.slider(key="attention.dk_keys").set_value(64).run()
+    assert_ok(at)
+    assert at.query_params["dk_keys"] == "64"
+    assert not np.allclose(decode_array(plotly_specs(at)[1]["data"][1]["y"]), unscaled)
+    before = decode_array(plotly_specs(at)[0]["data"][0]["y"])
+    at.number_input(key="attention.dk_seed").set_value(7).run()
+    assert_ok(at)
+    assert at.query_params["dk_seed"] == "7"
+    assert not np.allclose(decode_array(plotly_specs(at)[0]["data"][0]["y"]), before)
+
+
+def test_scale_view_shows_the_models_own_spread_per_head():
+    at = page_at(PAGE, {"model": DECODER, "view": "scale"})
+    model = plotly_specs(at)[-1]
+    assert [t["name"] for t in model["data"]] == ["layer 0", "layer 1"]
+    assert all(len(decode_array(t["y"])) == 4 for t in model["data"])  # 4 heads
+    assert model["layout"]["shapes"][0]["y0"] == pytest.approx(4.0)  # d_head = 16
+    at = page_at(PAGE, {"model": ENCDEC, "view": "scale", "kind": "cross"})
+    assert_ok(at)
+    assert "cross-attention" in _texts(at)
+
+
+def test_scale_view_url_values_snap_with_a_message():
+    at = page_at(PAGE, {"model": DECODER, "view": "scale", "dk": "100", "dk_keys": "5000", "dk_seed": "-3"})
+    assert_ok(at)
+    warnings = " ".join(_warnings(at))
+    assert "dk=100" in warnings and "dk_keys" in warnings
+    assert at.select_slider(key="attention.dk").value == 128  # the nearest stop on a log scale
+    assert at.slider(key="attention.dk_keys").value == 128
