@@ -124,6 +124,29 @@ def rope_grid(size: int, base: float) -> np.ndarray:
     return freeze(P.rope_scores(q_vec, k_vec, grid, grid, base))
 
 
+DECAY_DISTANCES = 256  # m - n = 0..255
+DECAY_PAIRS = 4096  # (q, k) pairs averaged at each distance
+DECAY_SAMPLES = 16  # task examples whose queries and keys stand for the model's
+
+
+@memo(maxsize=8)
+def model_qk(model_id: str, device: str) -> list:
+    """One (queries, keys) `[rows d_head]` pair per self-attention head of a model, before RoPE, from
+    DECAY_SAMPLES fresh examples of its task (P.model_qk_rows)."""
+    model, meta = models.get_model(model_id, device)
+    batch = get_task(meta["task"]).batch(DECAY_SAMPLES, model.cfg.arch, seed=2024)
+    tgt = batch.tgt.to(model.device) if model.is_encoder_decoder else None
+    return freeze(P.model_qk_rows(model, batch.tokens.to(model.device), tgt))
+
+
+@memo(maxsize=64)
+def decay(d_head: int, base: float, model_id: str | None, device: str) -> P.DecayCurves:
+    """P.decay_curves over m - n = 0..DECAY_DISTANCES-1: the bound and random pairs at width d_head, and
+    (with a model id) the mean |q.k| of that model's own heads at their own width."""
+    heads = model_qk(model_id, device) if model_id is not None else None
+    return freeze(P.decay_curves(np.arange(DECAY_DISTANCES), d_head, base, heads, count=DECAY_PAIRS))
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Translation invariance
 
@@ -216,3 +239,4 @@ pooled_figure = cached(F.pooled_chart)
 attention_figure = cached(attention_heatmap)
 accuracy_figure = cached(F.accuracy_bars)
 extrapolation_figure = cached(F.extrapolation_chart)
+decay_figure = cached(F.rope_decay_chart)

@@ -40,6 +40,8 @@ EXT_SAMPLES = 128
 INDUCTION_IDS = {"none": "induction-none", "sinusoidal": "induction-sinusoidal",
                  "learned": "induction-learned", "rope": "induction-rope"}
 SCHEME_TEXT = P.SCHEME_TEXT
+DECAY_WIDTHS = (16, 32, 64, 128)  # head widths offered for the bound and the random vectors
+DECAY_SOURCE = "positions.decay_source"  # (model id, device, why) of the q and k the decay section uses
 
 # "dog bites man" pairs from bundled tasks: the same tokens in two orders, different right answers.
 ORDER_PAIRS = {
@@ -76,6 +78,8 @@ URL = Params(
     Choice("swap", "none", choices=positional.SCHEMES),  # narrowed to what the model can run with
     Int("layer", 0, lo=0, hi=0), Int("head", 0, lo=0, hi=0),
     Float("ext", 20, lo=2, hi=52, stops=EXT_LENGTHS),
+    Float("decay_base", 10000, lo=2, hi=1e6, stops=BASES, log=True),
+    Choice("decay_d", 16, choices=DECAY_WIDTHS),
 )
 
 
@@ -121,6 +125,9 @@ def seed_url(sel: Selection) -> None:
     URL.swap.seed(choices=swaps, default=default_swap)
     URL.layer.seed(hi=sel.model.cfg.n_layers - 1)
     URL.head.seed(hi=sel.model.cfg.n_heads - 1)
+    URL.decay_base.seed()
+    URL.decay_d.seed()
+    st.session_state[DECAY_SOURCE] = decay_source(sel)
     if st.session_state.get(EXT_READY) is None:  # not `in`: that copies the whole session state
         st.session_state[EXT_READY] = query.parse_text(URL.ext.name) is not None
     URL.ext.seed()
@@ -296,7 +303,72 @@ def rope_panel() -> float:
         "Set m = n: whatever the shift, q·k is the same number (the arrows keep their starting angle).",
         "Lower the RoPE base to 10: the slow pairs speed up and the stripes in the grid get narrower.",
     )
+    decay_panel(st.session_state.get(DECAY_SOURCE) or decay_source(None))
     return rope_base
+
+
+def decay_source(sel: Optional[Selection]) -> tuple[Optional[str], str, str]:
+    """(model id whose q and k the decay section uses, its device, a sentence saying which and why): the
+    sidebar's model when it uses RoPE, else the bundled induction-rope (None when that is not installed)."""
+    if sel is not None and sel.model.cfg.pos == "rope":
+        return sel.model_id, sel.device, f"the sidebar's model, {sel.model_id}, which uses RoPE"
+    device = sel.device if sel is not None else "cpu"
+    fallback = INDUCTION_IDS["rope"]
+    if fallback not in bundled_ids():
+        return None, device, f"none: the sidebar's model does not use RoPE and {fallback} is not installed"
+    why = (f", because the sidebar's model ({sel.model_id}) uses {SCHEME_TEXT[sel.model.cfg.pos]}, not RoPE"
+           if sel is not None else "")
+    return fallback, device, f"the bundled {fallback} model{why}"
+
+
+def decay_panel(source: tuple[Optional[str], str, str]) -> None:
+    """RoFormer's upper bound on |q·k| against m − n, next to the mean |q·k| of random and of trained vectors."""
+    model_id, device, why = source
+    st.subheader("Does RoPE make far-apart tokens score lower? Only the bound says so")
+    st.markdown(
+        "The RoPE paper argues that attention fades with distance. Write each pair of q and k as a complex "
+        "number, so the score is the real part of a sum of h_i = q̃_i k̃_i* turned by e^{i(m−n)θ_i}. Summing by "
+        "parts (Abel summation) moves the distance into the partial sums S_j of those turns, and bounds |q·k| by "
+        "the largest step |h_{j+1} − h_j| times Σ|S_j|. The distance only enters through Σ|S_j|, and that sum "
+        "shrinks on average as m − n grows, because the turns point more and more in scattered directions. "
+        "**That is a statement about the bound, not about the scores.** For random q and k the mean |q·k| stays "
+        "flat at every distance: rotating a random key gives just another random key. Whether a trained model's "
+        "scores fade is up to its weights."
+    )
+    st.latex(r"q^\top R_{m-n}\,k = \mathrm{Re}\sum_{i=0}^{d/2-1} h_i\, e^{\mathrm{i}(m-n)\theta_i}"
+             r" = -\mathrm{Re}\sum_{j=1}^{d/2} S_j\,(h_j - h_{j-1}),\qquad S_j = \sum_{i<j} e^{\mathrm{i}(m-n)\theta_i},"
+             r"\ h_{d/2} = 0")
+    st.latex(r"\big|q^\top R_{m-n}\,k\big| \le \max_j |h_{j} - h_{j-1}| \sum_{j=1}^{d/2} |S_j|,\qquad "
+             r"\text{relative bound} = \frac{\sum_{j=1}^{d/2} |S_j(m-n)|}{\sum_{j=1}^{d/2} |S_j(0)|}"
+             r" = \frac{\sum_j |S_j(m-n)|}{\tfrac{d}{4}\left(\tfrac{d}{2}+1\right)}")
+    c1, c2 = st.columns(2)
+    base = URL.decay_base.widget(c1.select_slider, "Base b (for all three curves)", format_func=base_text)
+    d_head = URL.decay_d.widget(c2.radio, "Head width d (bound and random vectors)", horizontal=True)
+    curves = R.decay(int(d_head), float(base), model_id, device)
+    model_rel = None if curves.model_mean is None else curves.relative(curves.model_mean)
+    model_width = ROPE_D_HEAD if model_id is None else models.get_model(model_id, device)[0].cfg.d_head
+    st.plotly_chart(R.decay_figure(curves.distances, curves.bound, curves.relative(curves.random_mean),
+                                   curves.random_mean, model_rel, curves.model_mean, int(d_head),
+                                   f"{model_id} q, k (its d = {model_width})",
+                                   f"RoPE with b = {base:,}: mean |q·k| over {R.DECAY_PAIRS:,} pairs, and the bound"),
+                    key="positions.fig_decay")
+    st.caption(f"Queries and keys of a trained model: {why}, taken before RoPE turns them ({R.DECAY_SAMPLES} "
+               "fresh task examples, every self-attention head, a query paired only with keys of its own head), "
+               "then turned at this base. Each curve is divided by its own value at m − n = 0; hover for the raw mean.")
+    far = curves.distances >= len(curves.distances) // 2
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Bound, mean over the far half", f"{curves.bound[far].mean():.2f}",
+              help=f"m − n from {int(curves.distances[far][0])} on; 1 at distance 0.")
+    c2.metric("Random |q·k|, far half vs distance 0", f"{curves.relative(curves.random_mean)[far].mean():.2f}")
+    if model_rel is not None:
+        c3.metric("Model |q·k|, far half vs distance 0", f"{model_rel[far].mean():.2f}")
+    try_this(
+        "Set d to 128 and b to 10,000 (the paper's setting): the black bound falls to about a third by m − n = 200, "
+        "while the blue random curve stays on 1.",
+        "Slide the base down to 10: the bound drops within a few positions and then wobbles: the fast pairs "
+        "scatter the turns almost at once.",
+        "Compare the dotted model curve with the bound: do the trained queries and keys really score far keys lower?",
+    )
 
 
 def rope_plane(rope_base: float, pair: int, m_pos: int, n_pos: int) -> None:

@@ -388,3 +388,112 @@ def length_rows(curves: dict[str, list[dict]], model_ids: dict[str, str], length
         if point["error"]:
             refusals.append((model_ids[scheme], point["positions"], point["error"]))
     return rows, refusals
+
+
+# ---------------------------------------------------------------------------------------------
+# RoPE's distance decay: the RoFormer upper bound, and what q.k actually does
+
+
+def _pairs_complex(x: np.ndarray) -> np.ndarray:
+    """Vectors `[... d]` as d/2 complex numbers `[... d/2]`: pair i is x[2i] + i x[2i+1] (RoPE turns each)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[-1] % 2:
+        raise ValueError(f"RoPE needs an even width, got {x.shape[-1]}")
+    return x[..., 0::2] + 1j * x[..., 1::2]
+
+
+def rope_partial_sums(distances: Sequence[int], d_head: int, base: float = 10000.0) -> np.ndarray:
+    """S_j(delta) = sum_{i<j} e^{i delta theta_i} for j = 1..d/2 at each distance: complex `[distance d/2]`."""
+    theta = rope_angles(d_head, base)  # [d/2]
+    phases = np.exp(1j * np.asarray(distances, dtype=np.float64)[:, None] * theta[None, :])  # [distance d/2]
+    return np.cumsum(phases, axis=1)
+
+
+def rope_decay_bound(distances: Sequence[int], d_head: int, base: float = 10000.0) -> np.ndarray:
+    """RoFormer's relative upper bound on |q.k| at each distance delta = m - n, scaled to 1 at delta = 0.
+
+    With h_i = q~_i conj(k~_i) (pair i as a complex number) the score is Re sum_i h_i e^{i delta theta_i}.
+    Abel summation with S_0 = 0 and h_{d/2} = 0 turns it into -sum_j S_j (h_j - h_{j-1}), so
+    |score| <= max_j |h_j - h_{j-1}| * sum_{j=1}^{d/2} |S_j(delta)|. The paper draws (1/(d/2)) sum_j |S_j|;
+    at delta = 0 every S_j = j, so that is (d/2 + 1)/2, and dividing by it gives 1 there. Only this
+    factor depends on the distance; the vectors enter through max_j |h_j - h_{j-1}| alone.
+    """
+    sums = np.abs(rope_partial_sums(distances, d_head, base)).sum(axis=1)  # [distance]
+    half = d_head // 2
+    return sums / (half * (half + 1) / 2)
+
+
+def rope_abs_scores(q: np.ndarray, k: np.ndarray, distances: Sequence[int], base: float = 10000.0) -> np.ndarray:
+    """|(R_m q_a) . (R_n k_a)| for each pair a of rows of q and k `[pairs d]` at each delta = m - n: `[pairs distance]`.
+
+    Pair i of the score is Re(q~_i conj(k~_i) e^{i delta theta_i}) (the rotation R_{m-n} between them), so
+    all distances come from one complex matrix product.
+    """
+    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    h = _pairs_complex(q) * np.conj(_pairs_complex(k))  # [pairs d/2]
+    theta = rope_angles(q.shape[-1], base)
+    phases = np.exp(1j * np.asarray(distances, dtype=np.float64)[None, :] * theta[:, None])  # [d/2 distance]
+    return np.abs((h @ phases).real)
+
+
+def random_qk_pairs(d_head: int, count: int = 4096, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`count` independent standard-normal queries and keys `[count d_head]` each (a seeded local generator)."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((count, d_head)), rng.standard_normal((count, d_head))
+
+
+def paired_rows(q: np.ndarray, k: np.ndarray, count: int = 4096, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`count` (query, key) pairs drawn with replacement from the rows of q `[a d]` and k `[b d]`."""
+    rng = np.random.default_rng(seed)
+    return q[rng.integers(0, len(q), count)], k[rng.integers(0, len(k), count)]
+
+
+@dataclass
+class DecayCurves:
+    """RoPE's distance decay: the bound, and the mean |q.k| of random and of a model's vectors, against m - n."""
+
+    distances: np.ndarray  # [distance]: 0, 1, ... (m - n)
+    bound: np.ndarray  # [distance]: the relative upper bound, 1 at distance 0
+    random_mean: np.ndarray  # [distance]: mean |q.k| of random Gaussian q, k
+    model_mean: Optional[np.ndarray] = None  # [distance]: mean |q.k| of the model's own q, k (None: none given)
+
+    def relative(self, curve: np.ndarray) -> np.ndarray:
+        """A curve divided by its value at distance 0 (all three then start at 1, like the bound)."""
+        return np.asarray(curve) / curve[0]
+
+
+def heads_mean_abs_score(heads: Sequence[tuple[np.ndarray, np.ndarray]], distances: Sequence[int],
+                         base: float = 10000.0, count: int = 4096, seed: int = 0) -> np.ndarray:
+    """Mean |q.k| at each distance over pairs of one head's query and key (rows of its (queries `[rows d]`,
+    keys `[rows d]`), before RoPE), averaged over the heads: `[distance]`."""
+    per_head = max(256, count // len(heads))
+    return np.mean([rope_abs_scores(*paired_rows(hq, hk, per_head, seed + i), distances, base).mean(axis=0)
+                    for i, (hq, hk) in enumerate(heads)], axis=0)
+
+
+def decay_curves(distances: Sequence[int], d_head: int, base: float = 10000.0,
+                 model_heads: Optional[Sequence[tuple[np.ndarray, np.ndarray]]] = None, count: int = 4096,
+                 seed: int = 0) -> DecayCurves:
+    """The bound and the mean |q.k| over `count` random (q, k) pairs of width d_head at each distance; with
+    `model_heads` (one (queries, keys) per head, at the model's own width), also heads_mean_abs_score."""
+    distances = np.asarray(distances)
+    q, k = random_qk_pairs(d_head, count, seed)
+    model_mean = heads_mean_abs_score(model_heads, distances, base, count, seed + 1) if model_heads else None
+    return DecayCurves(distances, rope_decay_bound(distances, d_head, base),
+                       rope_abs_scores(q, k, distances, base).mean(axis=0), model_mean)
+
+
+def model_qk_rows(model: Transformer, tokens: torch.Tensor,
+                  tgt: Optional[torch.Tensor] = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every self-attention head's queries and keys before RoPE turns them: one (q `[rows d_head]`,
+    k `[rows d_head]`) per (layer, head), rows running over the batch and the positions."""
+    names = [n for n in model.hook_names() if n.endswith(("attn.hook_q", "attn.hook_k")) and "cross_attn" not in n]
+    _, cache = model.run_with_cache(tokens, names, **({"tgt": tgt} if tgt is not None else {}))
+    heads = []
+    for name in names:
+        if name.endswith("hook_q"):
+            q = cache[name].double().cpu().numpy()  # [batch pos head d_head]
+            k = cache[name[:-1] + "k"].double().cpu().numpy()
+            heads += [(q[:, :, h].reshape(-1, q.shape[-1]), k[:, :, h].reshape(-1, k.shape[-1]))
+                      for h in range(q.shape[2])]
+    return heads

@@ -230,3 +230,28 @@ def extrapolation_chart(curves: Mapping[str, tuple[Sequence[int], Sequence[Optio
     return _layout(fig, title, height, xaxis=dict(title="input length (positions)"),
                    yaxis=dict(title="accuracy", range=[-0.05, 1.05], tickformat=".0%"),
                    legend=dict(orientation="h", y=-0.22))
+
+
+def rope_decay_chart(distances: np.ndarray, bound: np.ndarray, random_rel: np.ndarray, random_raw: np.ndarray,
+                     model_rel: Optional[np.ndarray] = None, model_raw: Optional[np.ndarray] = None,
+                     d_bound: int = 16, model_label: str = "model", title: str = "",
+                     height: int = 420) -> go.Figure:
+    """RoPE against distance m - n: the relative upper bound (1 at 0), and the mean |q.k| of random vectors
+    and of a model's q and k, each divided by its own value at distance 0 (the raw mean on hover)."""
+    x = np.asarray(distances)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=np.asarray(bound), mode="lines", name=f"upper bound (d = {d_bound})",
+                             line=dict(color="#000000", width=3),
+                             hovertemplate="m - n = %{x}<br>relative bound %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=np.asarray(random_rel), mode="lines", name=f"random q, k (d = {d_bound})",
+                             line=dict(color=COLOURS["a"], width=2), customdata=np.asarray(random_raw),
+                             hovertemplate="m - n = %{x}<br>mean |q·k| %{customdata:.3f}<br>"
+                                           "relative to m - n = 0: %{y:.3f}<extra></extra>"))
+    if model_rel is not None:
+        fig.add_trace(go.Scatter(x=x, y=np.asarray(model_rel), mode="lines", name=model_label,
+                                 line=dict(color=COLOURS["b"], width=2, dash="dot"), customdata=np.asarray(model_raw),
+                                 hovertemplate="m - n = %{x}<br>mean |q·k| %{customdata:.3f}<br>"
+                                               "relative to m - n = 0: %{y:.3f}<extra></extra>"))
+    return _layout(fig, title, height, xaxis=dict(title="relative distance m − n"),
+                   yaxis=dict(title="relative to distance 0", rangemode="tozero"),
+                   legend=dict(orientation="h", y=-0.25))

@@ -158,3 +158,31 @@ def test_a_one_token_input_renders_every_panel(query):
         assert not [c for c in at.caption if "scored positions right" in c.value]
     at.slider(key="positions.layer").set_value(1).run()
     assert_ok(at)
+
+
+def test_decay_base_and_width_change_the_decay_figure():
+    at = page_at(PAGE)  # the default model does not use RoPE: the page says it uses induction-rope's q and k
+    assert_ok(at)
+    spec = chart(at, "positions.fig_decay")
+    names = [t["name"] for t in spec["data"]]
+    assert names == ["upper bound (d = 16)", "random q, k (d = 16)", "induction-rope q, k (its d = 16)"]
+    assert any("induction-rope" in c.value and "not RoPE" in c.value for c in at.caption)
+    bound, model = (decode_array(spec["data"][i]["y"]) for i in (0, 2))
+    assert np.allclose(bound, P.rope_decay_bound(np.arange(256), 16, 10000))
+    at.select_slider(key="positions.decay_base").set_value(100).run()
+    assert_ok(at)
+    spec2 = chart(at, "positions.fig_decay")
+    assert np.allclose(decode_array(spec2["data"][0]["y"]), P.rope_decay_bound(np.arange(256), 16, 100))
+    assert not np.allclose(decode_array(spec2["data"][2]["y"]), model)  # the model's vectors turn at the new base
+    assert at.query_params["decay_base"] == "100"
+    at.radio(key="positions.decay_d").set_value(128).run()
+    assert_ok(at)
+    assert chart(at, "positions.fig_decay")["data"][0]["name"] == "upper bound (d = 128)"
+    assert at.query_params["decay_d"] == "128"
+
+
+def test_decay_uses_the_sidebars_rope_model():
+    at = page_at(PAGE, {"model": "induction-rope", "decay_base": "500"})
+    assert_ok(at)
+    assert at.select_slider(key="positions.decay_base").value == 500
+    assert any("the sidebar's model, induction-rope" in c.value for c in at.caption)

@@ -295,3 +295,62 @@ def test_figures_carry_the_data():
     assert list(fig.data[0].text[0]) == ["", "0"]
     with pytest.raises(ValueError):
         F.encoding_heatmap(np.zeros(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# RoPE's distance decay
+
+
+def test_rope_decay_bound_is_one_at_zero_and_bounds_every_score():
+    distances = np.arange(0, 256)
+    for d in (16, 64, 128):
+        bound = P.rope_decay_bound(distances, d, 10000)
+        assert bound[0] == pytest.approx(1.0) and np.all(bound <= 1.0 + 1e-12) and np.all(bound > 0)
+        # the Abel-summation inequality holds for actual vectors: |q.k| <= max_j |h_j - h_{j-1}| * sum_j |S_j|
+        q, k = P.random_qk_pairs(d, count=64, seed=3)
+        h = (q[:, 0::2] + 1j * q[:, 1::2]) * np.conj(k[:, 0::2] + 1j * k[:, 1::2])  # [pairs d/2]
+        steps = np.abs(np.diff(np.concatenate([h, np.zeros((64, 1))], axis=1), axis=1)).max(axis=1)  # j = 1..d/2
+        raw = np.abs(P.rope_partial_sums(distances, d, 10000)).sum(axis=1)  # [distance]
+        scores = P.rope_abs_scores(q, k, distances, 10000)  # [pairs distance]
+        assert np.all(scores <= steps[:, None] * raw[None, :] + 1e-9)
+        # and the abs scores are the explicit rotations' scores
+        explicit = np.abs(np.array([P.rope_scores(q[0], k[0], [m], [0], 10000)[0, 0] for m in distances[:20]]))
+        assert np.allclose(scores[0, :20], explicit)
+
+
+def test_rope_decay_bound_decays_on_average_with_distance():
+    distances = np.arange(0, 256)
+    for d in (16, 32, 64, 128):
+        for base in (1000, 10000, 100000):
+            bound = P.rope_decay_bound(distances, d, base)
+            near, middle, far = bound[1:33].mean(), bound[32:128].mean(), bound[128:].mean()
+            assert near > middle > far, (d, base)
+        for base in (10, 100, 1e6):
+            bound = P.rope_decay_bound(distances, d, base)
+            assert bound[1:5].mean() > bound[128:].mean() + 0.1, (d, base)
+
+
+def test_random_mean_abs_score_does_not_follow_the_bound():
+    curves = P.decay_curves(np.arange(0, 256), 128, 10000, count=4096, seed=0)
+    random_rel = curves.relative(curves.random_mean)
+    # the bound falls well below 1 on average; the random mean stays flat (rotating a random key gives a random key)
+    assert curves.bound[128:].mean() < 0.4
+    assert np.all(np.abs(random_rel - 1) < 0.1)
+    assert not np.all(np.diff(random_rel) <= 0)  # it goes up as often as down: not a decay
+    assert (np.diff(random_rel) > 0).mean() > 0.3
+
+
+def test_model_qk_rows_pair_queries_and_keys_of_one_head_before_rope():
+    from core.checkpoints import MANIFEST, load_bundled
+    if not MANIFEST.is_file():
+        pytest.skip("bundled models not built")
+    model, meta = load_bundled("induction-rope")
+    batch = get_task(meta["task"]).batch(4, "decoder", seed=1)
+    heads = P.model_qk_rows(model, batch.tokens)
+    assert len(heads) == model.cfg.n_layers * model.cfg.n_heads
+    rows = batch.tokens.numel()
+    assert all(q.shape == (rows, model.cfg.d_head) and k.shape == q.shape for q, k in heads)
+    _, cache = model.run_with_cache(batch.tokens, ["blocks.0.attn.hook_q"])
+    assert np.allclose(heads[0][0], cache["blocks.0.attn.hook_q"][:, :, 0].reshape(rows, -1).double().numpy())
+    curves = P.decay_curves(np.arange(0, 64), 16, 10000, model_heads=heads, count=1024)
+    assert curves.model_mean.shape == (64,) and np.all(curves.model_mean > 0)
