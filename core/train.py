@@ -29,12 +29,14 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from core.config import TransformerConfig
+from core.hooks import RunState, resolve_names, running
 from core.model import Transformer
 from core.tasks import IGNORE, Batch, Task, get_task
 
 __all__ = [
     "StepInfo", "TrainResult", "Trainer", "train", "evaluate", "default_config", "format_width",
     "Recipe", "BUNDLE", "build_recipe", "build_bundle", "init_model", "draws_from", "derive_seed", "lr_factor", "main",
+    "head_mi", "head_mi_penalty", "forward_with_z", "MI_HOOK", "MI_RIDGE",
 ]
 
 Schedule = Literal["cosine", "linear", "constant"]
@@ -122,6 +124,74 @@ def _to(batch: Batch, device: torch.device) -> Batch:
 def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the scored positions (IGNORE elsewhere)."""
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)  # [batch*pos vocab]
+
+
+MI_HOOK = "*attn.hook_z"  # every attention's per-head output (self-attention, and cross-attention too)
+MI_RIDGE = 1e-3  # added to each correlation matrix: keeps every log-determinant finite (MI <= d_head * 3.5 nats)
+_MI_EPS = 1e-8  # under the square root of each coordinate's variance: a dead coordinate stays finite
+
+
+def head_mi(z: torch.Tensor, ridge: float = MI_RIDGE) -> torch.Tensor:
+    """Gaussian mutual-information estimate between every pair of heads of one attention layer.
+
+    z `[batch pos head d_head]` (hook_z) -> `[head head]` in nats, 0 on the diagonal. Every
+    (example, position) is one sample; each coordinate of a head's output is standardised, and
+    with R the correlation matrix of two heads' coordinates (plus `ridge` on its diagonal),
+    I(i; j) = 1/2 (log det R_ii + log det R_jj - log det R_{ij,ij}). For one coordinate per head
+    this is -1/2 log(1 - rho^2). Computed in float64 (float32 on MPS, which has no float64),
+    clamped at 0, finite and differentiable whatever the heads output.
+    """
+    if z.dim() != 4:
+        raise ValueError(f"z must be [batch pos head d_head], got shape {tuple(z.shape)}")
+    dtype = torch.float32 if z.device.type == "mps" else torch.float64
+    b, p, h, d = z.shape
+    x = z.to(dtype).reshape(b * p, h * d)  # [n head*d_head]
+    x = x - x.mean(dim=0)
+    x = x / torch.sqrt(x.pow(2).mean(dim=0) + _MI_EPS)  # [n head*d_head], unit variance
+    eye = torch.eye(h * d, dtype=dtype, device=z.device)
+    r = (x.T @ x / x.shape[0] + ridge * eye).reshape(h, d, h, d)  # [head d_head head d_head]
+    own = torch.linalg.slogdet(torch.stack([r[i, :, i, :] for i in range(h)]))[1]  # [head]
+    out = torch.zeros(h, h, dtype=dtype, device=z.device)
+    if h < 2:
+        return out
+    ii, jj = torch.triu_indices(h, h, offset=1, device=z.device)  # [pairs]
+    joint = torch.stack([torch.cat([torch.cat([r[i, :, i, :], r[i, :, j, :]], dim=1),
+                                    torch.cat([r[j, :, i, :], r[j, :, j, :]], dim=1)], dim=0)
+                         for i, j in zip(ii.tolist(), jj.tolist())])  # [pairs 2*d_head 2*d_head]
+    mi = (0.5 * (own[ii] + own[jj] - torch.linalg.slogdet(joint)[1])).clamp_min(0.0)  # [pairs]
+    out = out.index_put((ii, jj), mi).index_put((jj, ii), mi)
+    return out
+
+
+def head_mi_penalty(zs: Sequence[torch.Tensor], ridge: float = MI_RIDGE) -> torch.Tensor:
+    """The mean of `head_mi` over every pair of heads in the same layer, over all layers (0 with one head).
+
+    zs: one hook_z tensor `[batch pos head d_head]` per attention layer. Returns a float64 scalar.
+    """
+    values = []
+    for z in zs:
+        h = z.shape[2]
+        if h >= 2:
+            m = head_mi(z, ridge)
+            ii, jj = torch.triu_indices(h, h, offset=1, device=m.device)
+            values.append(m[ii, jj])  # [pairs]
+    if not values:
+        device = zs[0].device if zs else torch.device("cpu")
+        return torch.zeros((), dtype=torch.float32 if device.type == "mps" else torch.float64, device=device)
+    return torch.cat(values).mean()
+
+
+def forward_with_z(model: Transformer, batch: Batch, arch: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Logits and every attention layer's live (graph-attached) hook_z, in model order.
+
+    The tensors are kept by a per-call RunState (core.hooks), so the model itself is not changed
+    and gradients flow from a penalty on them back into the weights.
+    """
+    names = resolve_names(MI_HOOK, model.hook_names())
+    state = RunState(capture=frozenset(names), keep_live=True)
+    with running(state):
+        logits = _forward(model, batch, arch)
+    return logits, [state.live[n] for n in names]
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: Schedule = "cosine", floor: float = 0.1) -> float:
@@ -245,7 +315,8 @@ class Trainer:
                  batch_size: int = 64, lr: float = 3e-3, seed: int = 0, length: LengthArg = None,
                  model: Optional[Transformer] = None, warmup: int = 100, weight_decay: float = 0.01,
                  grad_clip: Optional[float] = 1.0, schedule: Schedule = "cosine", log_every: int = 25,
-                 device: Union[str, torch.device, None] = None, embed_std: Optional[float] = None):
+                 device: Union[str, torch.device, None] = None, embed_std: Optional[float] = None,
+                 head_mi: float = 0.0):
         self.task = _resolve_task(task)
         for name, value in (("steps", steps), ("batch_size", batch_size), ("log_every", log_every)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -254,6 +325,11 @@ class Trainer:
             raise ValueError(f"lr must be positive, got {lr!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"warmup must be a non-negative integer (0: no warm-up), got {warmup!r}")
+        if isinstance(head_mi, bool) or not isinstance(head_mi, (int, float)) or not math.isfinite(head_mi) \
+                or head_mi < 0:
+            raise ValueError(f"head_mi must be a finite number >= 0 (0: no penalty), got {head_mi!r}")
         if schedule not in ("cosine", "linear", "constant"):
             raise ValueError(f"schedule must be one of ['cosine', 'linear', 'constant'], got {schedule!r}")
         if model is not None:
@@ -266,6 +342,7 @@ class Trainer:
         self.device = torch.device(device)
         self.total, self.batch_size, self.lr, self.seed = steps, batch_size, lr, seed
         self.warmup, self.schedule, self.grad_clip, self.log_every = warmup, schedule, grad_clip, log_every
+        self.head_mi = float(head_mi)  # weight of the head-diversity penalty (0: the plain cross-entropy)
         if model is None:
             model = init_model(config, seed, embed_std)
         self.model = model.to(self.device)
@@ -302,8 +379,16 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         batch = self.batch_for(self.step)
-        logits = _forward(self.model, batch, self.config.arch)
-        loss = _loss(logits, batch.targets)
+        extra = {}
+        if self.head_mi > 0:
+            logits, zs = forward_with_z(self.model, batch, self.config.arch)
+            ce = _loss(logits, batch.targets)
+            mi = head_mi_penalty(zs)
+            loss = ce + (self.head_mi * mi).to(ce.dtype)
+            extra = {"ce": float(ce.detach()), "head_mi": float(mi.detach())}
+        else:
+            logits = _forward(self.model, batch, self.config.arch)
+            loss = _loss(logits, batch.targets)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.grad_clip is not None:
@@ -312,7 +397,7 @@ class Trainer:
         self.step += 1
         with torch.no_grad():
             accuracy = self.task.accuracy(logits.detach(), batch)
-        record = {"step": self.step, "loss": float(loss.detach()), "accuracy": accuracy, "lr": lr}
+        record = {"step": self.step, "loss": float(loss.detach()), "accuracy": accuracy, "lr": lr, **extra}
         self.history.append(record)
         return record
 
@@ -351,15 +436,19 @@ def train(config: TransformerConfig, task: Union[str, Task], steps: int = 2000, 
           lr: float = 3e-3, seed: int = 0, callback: Optional[Callback] = None, length: LengthArg = None,
           model: Optional[Transformer] = None, warmup: int = 100, weight_decay: float = 0.01,
           grad_clip: Optional[float] = 1.0, device: Union[str, torch.device, None] = None,
-          schedule: Schedule = "cosine", log_every: int = 25, embed_std: Optional[float] = None) -> TrainResult:
+          schedule: Schedule = "cosine", log_every: int = 25, embed_std: Optional[float] = None,
+          head_mi: float = 0.0) -> TrainResult:
     """Train `config` (or continue `model`) on `task` for `steps` AdamW steps; see `Trainer`.
 
     length: None (the task's default), an int, or an inclusive (min, max) range sampled per step
     (a curriculum over lengths, e.g. so an induction model sees every length up to its train length).
+    head_mi: weight of a penalty on the mutual information between heads of the same layer
+    (`head_mi_penalty`); 0 trains on the cross-entropy alone.
     """
     trainer = Trainer(config, task, steps=steps, batch_size=batch_size, lr=lr, seed=seed, length=length,
                       model=model, warmup=warmup, weight_decay=weight_decay, grad_clip=grad_clip,
-                      schedule=schedule, log_every=log_every, device=device, embed_std=embed_std)
+                      schedule=schedule, log_every=log_every, device=device, embed_std=embed_std,
+                      head_mi=head_mi)
     trainer.run(callback=callback)
     return trainer.result()
 

@@ -21,10 +21,12 @@ from core.analysis.attention import AttentionKind, attention_kinds, causal_allow
 from core.config import TransformerConfig
 from core.model import Transformer
 from core.tasks import TASKS, Task, get_task
-from core.train import Trainer, default_config, init_model
+from core.train import Trainer, default_config, head_mi, init_model
 
 POS_SCHEMES = ("sinusoidal", "learned", "rope", "none")
 NORMS = ("pre", "post", "none")
+SCORES = ("scaled_dot", "dot", "cosine")  # TransformerConfig.score
+ACTS = ("gelu", "relu")  # TransformerConfig.act
 MAX_STEPS = 3000  # one student's run must not hog a shared 2-core server
 MIN_STEPS = 10
 MAX_LAYERS = 4
@@ -32,6 +34,11 @@ MAX_HEADS = 8
 MIN_D_MODEL, MAX_D_MODEL = 8, 128
 MIN_LR, MAX_LR = 1e-4, 1e-2
 MAX_SEED = 9999
+MAX_WARMUP = 1000  # warm-up steps; 0 = none, None (the default) = a tenth of the run, at most 100
+MAX_KEY_CLIP = 100.0  # key-norm clip; 0 = off
+MAX_HEAD_MI = 5.0  # weight of the head-diversity penalty; 0 = off (random heads already share ~1-10 nats)
+MI_SAMPLES = 64  # examples of the task the head-MI matrices are measured on
+MI_SEED = 4242  # their seed (fixed: before and after use the same examples)
 EMBED_STD = 1.0  # token-embedding init, as the bundled recipes use (core.train.init_model): learns much sooner
 BATCH_SIZE = 64  # examples per step (fixed: the page varies what teaches, not throughput knobs)
 MAX_SNAPSHOTS = 40  # attention snapshots kept per run (the first, every `every` steps, the last)
@@ -45,9 +52,14 @@ LIMITS = {
     "steps": (MIN_STEPS, MAX_STEPS),
     "lr": (MIN_LR, MAX_LR),
     "seed": (0, MAX_SEED),
+    "warmup": (0, MAX_WARMUP),
+    "key_norm_clip": (0.0, MAX_KEY_CLIP),
+    "head_mi": (0.0, MAX_HEAD_MI),
 }
+FLOATS = {"lr", "key_norm_clip", "head_mi"}  # the numeric settings that are not whole numbers
 LABELS = {"n_layers": "layers", "d_model": "d_model", "n_heads": "heads", "steps": "steps",
-          "lr": "learning rate", "seed": "seed"}
+          "lr": "learning rate", "seed": "seed", "warmup": "warm-up steps", "key_norm_clip": "key-norm clip",
+          "head_mi": "head-diversity weight"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,11 @@ class TrainSettings:
     steps: int = 600  # AdamW steps (at most MAX_STEPS)
     lr: float = 3e-3  # peak learning rate
     seed: int = 0  # initial weights and the order of training batches
+    warmup: Optional[int] = None  # warm-up steps (0: none); None: a tenth of the run, at most 100
+    score: str = "scaled_dot"  # attention score: q.k / sqrt(d_head), q.k, or scaled cosine
+    key_norm_clip: float = 0.0  # clip every key's norm to this (0: off)
+    act: str = "gelu"  # the MLP's non-linearity
+    head_mi: float = 0.0  # weight of the penalty on the mutual information between heads (0: off)
 
     @property
     def d_head(self) -> Optional[int]:
@@ -71,8 +88,10 @@ class TrainSettings:
         return self.d_model // self.n_heads if self.n_heads and self.d_model % self.n_heads == 0 else None
 
     @property
-    def warmup(self) -> int:
-        """Warm-up steps: a tenth of the run, at most 100 (Adam's first moments are noisy)."""
+    def warmup_steps(self) -> int:
+        """Warm-up steps used: the chosen number, or by default a tenth of the run, at most 100."""
+        if self.warmup is not None:
+            return self.warmup
         return max(1, min(100, self.steps // 10))
 
     def problems(self) -> list[str]:
@@ -87,6 +106,10 @@ class TrainSettings:
             out.append(f"Positional scheme must be one of {', '.join(POS_SCHEMES)}, not {self.pos!r}.")
         if self.norm not in NORMS:
             out.append(f"Norm placement must be one of {', '.join(NORMS)}, not {self.norm!r}.")
+        if self.score not in SCORES:
+            out.append(f"Score function must be one of {', '.join(SCORES)}, not {self.score!r}.")
+        if self.act not in ACTS:
+            out.append(f"MLP activation must be one of {', '.join(ACTS)}, not {self.act!r}.")
         if self.d_model % self.n_heads:
             lower = self.d_model - self.d_model % self.n_heads
             upper = lower + self.n_heads
@@ -102,12 +125,14 @@ class TrainSettings:
     def config(self) -> TransformerConfig:
         """The model's config (vocabulary and max_len from the task); call only when `problems()` is empty."""
         return default_config(self.task, self.arch, pos=self.pos, norm=self.norm, n_layers=self.n_layers,
-                              d_model=self.d_model, n_heads=self.n_heads)
+                              d_model=self.d_model, n_heads=self.n_heads, score=self.score, act=self.act,
+                              key_norm_clip=self.key_norm_clip if self.key_norm_clip > 0 else None)
 
     def trainer(self, device: str = "cpu") -> Trainer:
         """A fresh Trainer for these settings (seeded, with warm-up and cosine decay)."""
         return Trainer(self.config(), self.task, steps=self.steps, batch_size=BATCH_SIZE, lr=self.lr,
-                       seed=self.seed, warmup=self.warmup, device=device, embed_std=EMBED_STD)
+                       seed=self.seed, warmup=self.warmup_steps, device=device, embed_std=EMBED_STD,
+                       head_mi=self.head_mi)
 
     def to_dict(self) -> dict:
         """Plain values (for metadata and URLs)."""
@@ -133,8 +158,9 @@ def clamp_number(name: str, value, default):
         if not math.isfinite(number):
             raise ValueError
     except (TypeError, ValueError, OverflowError):
-        return default, f"{LABELS[name]} = {str(value)[:40]!r} is not a number; using {default:g}."
-    if name != "lr":
+        shown = "the default" if default is None else f"{default:g}"
+        return default, f"{LABELS[name]} = {str(value)[:40]!r} is not a number; using {shown}."
+    if name not in FLOATS:
         number = int(round(number))
     if number < lo or number > hi:
         clamped = min(max(number, lo), hi)
@@ -160,13 +186,16 @@ def clamp_settings(raw: dict) -> tuple[TrainSettings, list[str]]:
         notes.append(f"The {task} task works with {', '.join(archs)}; using {archs[0]} instead of {arch!r}.")
         arch = archs[0]
     values = {"task": task, "arch": arch}
-    for name, allowed in (("pos", POS_SCHEMES), ("norm", NORMS)):
+    for name, allowed in (("pos", POS_SCHEMES), ("norm", NORMS), ("score", SCORES), ("act", ACTS)):
         value = raw.get(name, getattr(base, name))
         if value not in allowed:
             notes.append(f"{name} = {value!r} is not one of {', '.join(allowed)}; using {getattr(base, name)}.")
             value = getattr(base, name)
         values[name] = value
     for name in LIMITS:
+        if name == "warmup" and raw.get(name) is None:
+            values[name] = None  # the default warm-up: a tenth of the run
+            continue
         value, note = clamp_number(name, raw.get(name, getattr(base, name)), getattr(base, name))
         values[name] = value
         if note:
@@ -248,6 +277,33 @@ def normalised_entropy(patterns: np.ndarray, causal: bool) -> np.ndarray:
         return np.zeros(p.shape[:-2])
     h = row_entropy(p)  # [layer head q]
     return (h[..., rows] / top[rows]).mean(axis=-1)  # [layer head]
+
+
+@torch.no_grad()
+def head_mi_matrices(model: Transformer, task: Task | str, n: int = MI_SAMPLES,
+                     seed: int = MI_SEED) -> dict[str, np.ndarray]:
+    """How much information every two heads of a layer share: {kind key: float64 array [layer head head]}, nats.
+
+    The same Gaussian estimate the training penalty pushes down (core.train.head_mi), on `n`
+    examples of the task drawn from a fixed seed (so matrices from different steps compare),
+    every (example, position) one sample of each head's output hook_z. 0 on the diagonal.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    arch = model.cfg.arch
+    batch = task.batch(n, arch, seed=seed)
+    device = next(model.parameters()).device
+    kinds = attention_kinds(arch)
+    names = [kind.hook(i, "hook_z") for kind in kinds for i in range(model.cfg.n_layers)]
+    kwargs = {"tgt": batch.tgt.to(device)} if batch.tgt is not None else {}
+    was_training = model.training
+    model.eval()
+    try:
+        _, cache = model.run_with_cache(batch.tokens.to(device), names, **kwargs)
+    finally:
+        model.train(was_training)
+    return {kind.key: np.stack([head_mi(cache[kind.hook(i, "hook_z")]).cpu().numpy()
+                                for i in range(model.cfg.n_layers)])  # [layer head head]
+            for kind in kinds}
 
 
 def kinds_of(arch: str) -> list[AttentionKind]:

@@ -147,3 +147,43 @@ def heads_figure(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequen
         fig.update_xaxes(title_text="key", row=rows, col=c)
     return fig
 
+
+
+MI_SCALE = "Viridis"  # colour-blind-safe, dark = little shared information
+
+
+def head_mi_figure(before: np.ndarray, after: np.ndarray, steps: tuple[int, int], title: str = "",
+                   layers: Optional[Sequence[int]] = None) -> go.Figure:
+    """Mutual information between every two heads of each layer, before and after training.
+
+    before, after: `[layer head head]` in nats (the diagonal is left blank). One row per layer,
+    the two moments side by side, one colour bar from 0 to the largest value of either, so the
+    two columns compare cell by cell. `steps` names the two moments, `layers` the rows' layers.
+    """
+    before = np.asarray(before, dtype=np.float64)
+    after = np.asarray(after, dtype=np.float64)
+    if before.ndim != 3 or before.shape != after.shape or before.shape[1] != before.shape[2]:
+        raise ValueError(f"before and after must both be [layer head head], got {before.shape} and {after.shape}")
+    n_layers, n_heads, _ = before.shape
+    layers = list(range(n_layers)) if layers is None else list(layers)
+    titles = [f"layer {layer} · {when} (step {step})" for layer in layers
+              for when, step in (("before", steps[0]), ("after", steps[1]))]
+    fig = make_subplots(rows=n_layers, cols=2, subplot_titles=titles, horizontal_spacing=0.1,
+                        vertical_spacing=0.12 / max(1, n_layers - 1) * 2 if n_layers > 1 else 0.0)
+    off = ~np.eye(n_heads, dtype=bool)
+    top = max(float(before[:, off].max()) if off.any() else 0.0, float(after[:, off].max()) if off.any() else 0.0)
+    heads = [f"head {h}" for h in range(n_heads)]
+    for r in range(n_layers):
+        for c, values in enumerate((before[r], after[r])):
+            z = np.where(off, values, np.nan).astype(np.float32)  # [head head], blank diagonal
+            fig.add_trace(go.Heatmap(z=z, x=heads, y=heads, coloraxis="coloraxis", xgap=1, ygap=1,
+                                     hovertemplate="%{y} and %{x}<br>shared information %{z:.3f} nats<extra></extra>"),
+                          row=r + 1, col=c + 1)
+    cell = 44 if n_heads <= 4 else 30
+    fig.update_layout(title=title or None, height=int(n_layers * (cell * n_heads + 90) + (60 if title else 20)),
+                      font=dict(size=13), margin=dict(l=10, r=10, t=70 if title else 30, b=10),
+                      coloraxis=dict(colorscale=MI_SCALE, cmin=0.0, cmax=max(top, 1e-6),
+                                     colorbar=dict(title="nats", thickness=14)))
+    fig.update_yaxes(autorange="reversed", title_text="head", automargin=True)
+    fig.update_xaxes(title_text="head", automargin=True)
+    return fig

@@ -124,3 +124,17 @@ def test_figures():
     assert heads.layout.coloraxis.cmin == 0 and heads.layout.coloraxis.cmax == 1
     np.testing.assert_allclose(np.asarray(heads.data[2].z), pats[2], atol=1e-6)
     assert list(heads.data[0].y) == ["0:a", "1:b", "2:c", "3:d"] and list(heads.data[0].x)[-1] == "4:z"
+
+
+def test_head_mi_figure_puts_before_and_after_side_by_side_on_one_colour_range():
+    before = np.array([[[0, 2.0], [2.0, 0]], [[0, 0.5], [0.5, 0]]])
+    after = np.array([[[0, 0.25], [0.25, 0]], [[0, 3.0], [3.0, 0]]])
+    fig = F.head_mi_figure(before, after, (0, 300))
+    assert len(fig.data) == 4  # 2 layers x (before, after)
+    z = [np.asarray(t.z, dtype=float) for t in fig.data]
+    assert np.isnan(np.diagonal(z[0])).all() and z[0][0, 1] == 2.0 and z[1][0, 1] == 0.25 and z[3][1, 0] == 3.0
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 3.0
+    assert "before (step 0)" in fig.layout.annotations[0].text and "after (step 300)" in fig.layout.annotations[1].text
+    assert "nats" in fig.data[0].hovertemplate and fig.layout.xaxis.title.text == "head"
+    with pytest.raises(ValueError, match="layer head head"):
+        F.head_mi_figure(before, after[:1], (0, 1))
