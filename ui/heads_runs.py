@@ -7,6 +7,9 @@ arrays read-only, also inside the analysis dataclasses) and must never be change
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from typing import Callable, Optional
+
 import numpy as np
 import torch
 
@@ -16,7 +19,7 @@ from core.analysis.heads.circuits import ov_available, ov_circuit, qk_circuit
 from core.analysis.heads.redundancy import Redundancy, redundancy as redundancy_report
 from core.analysis.heads.roles import RoleScores, role_scores
 from core.analysis.heads.subspaces import SubspaceReport, subspace_report
-from core.analysis.heads.toy import ToyReport, toy_model, toy_report
+from core.analysis.heads.toy import ToyReport, few_threads, toy_model, toy_report, toy_trainer
 from core.tasks import Task, TwoLookupTask, get_task
 from ui import models
 from ui.memo import freeze, memo
@@ -109,6 +112,26 @@ def input_logits(model_id: str, device: str, ids: tuple, tgt: tuple | None, task
 
 
 @memo(maxsize=16)
-def untrained_toy(seed: int) -> ToyReport:
+def untrained_toy(seed: int, n_heads: int = 2) -> ToyReport:
     """The toy before any training (random heads), for the 'before' picture."""
-    return freeze(toy_report(toy_model(TwoLookupTask(), seed)))
+    return freeze(toy_report(toy_model(TwoLookupTask(), seed, n_heads)))
+
+
+# Set by the view around a call of trained_toy that will train: called with the Trainer after every chunk
+# (a progress bar). A context variable, so it never becomes part of the memo's key.
+TOY_PROGRESS: ContextVar[Optional[Callable]] = ContextVar("toy_progress", default=None)
+TOY_CHUNK = 50  # training steps between progress reports
+
+
+@memo(maxsize=32)
+def trained_toy(n_heads: int, seed: int, steps: int) -> dict:
+    """The toy with n_heads heads trained for `steps` steps from `seed` (the same recipe at every head count):
+    {"history", "seconds", "report"}. Trained once per (heads, seed, steps) for every session."""
+    trainer = toy_trainer(seed=seed, steps=steps, n_heads=n_heads)
+    progress = TOY_PROGRESS.get()
+    with few_threads():
+        while not trainer.done:
+            trainer.run(TOY_CHUNK)
+            if progress is not None:
+                progress(trainer)
+    return freeze({"history": trainer.history, "seconds": trainer.seconds, "report": toy_report(trainer.model)})

@@ -18,7 +18,7 @@ from core.analysis.heads.ablation import ABLATION_MODES, all_heads
 from core.analysis.heads.circuits import pca_2d
 from core.analysis.heads.orthogonal import orthogonal_query, softmax
 from core.analysis.heads.subspaces import MATRICES, h_max
-from core.analysis.heads.toy import TOY_FEATURES, TOY_SEED, TOY_STEPS, few_threads, toy_report, toy_trainer
+from core.analysis.heads.toy import TOY_FEATURES, TOY_HEADS, TOY_SEED, TOY_STEPS
 from core.analysis.attention import AttentionKind, attention_kinds, axis_tokens
 from core.figures import heads as FH
 from core.figures.heatmaps import attention_heatmap
@@ -39,7 +39,6 @@ VIEWS = {VIEW_SUB: "Subspaces", VIEW_CIRC: "Circuits", VIEW_PCA: "Queries & keys
          VIEW_ABL: "Ablation", VIEW_TOY: "Two-head toy", VIEW_ORTH: "Orthogonal query"}
 VIEW_OF_LABEL = {label: view for view, label in VIEWS.items()}
 TOY_STEP_CHOICES = [200, 300, 400, 600, 800, 1000, 1500]
-TOY_KEY = "heads.toy_result"  # survives page switches: the toy this session trained
 
 
 def view_word(label: str) -> str:
@@ -63,6 +62,9 @@ URL = Params(
     Multi("ablate", (), label=head_word, omit_default=True),
     Choice("mode", "zero", choices=tuple(ABLATION_MODES), omit_default=True),
     Int("oq", 0, lo=0, hi=0, key="heads.orth_query"),
+    Choice("toy_heads", 2, choices=TOY_HEADS, key="heads.toy_heads", omit_default=True),
+    Int("toy_seed", TOY_SEED, lo=0, hi=999, key="heads.toy_seed", omit_default=True),
+    Choice("toy_steps", TOY_STEPS, choices=tuple(TOY_STEP_CHOICES), key="heads.toy_steps", omit_default=True),
 )
 # Figures memoised on their data and shipped pre-serialised (ui.figures.cached), wrapped once per process
 angle_fig = cached(FH.angle_heatmap)
@@ -109,7 +111,7 @@ def seed_url(sel: Selection) -> None:
     kind = by_key[URL.kind.seed(choices=tuple(by_key))] if len(kinds) > 1 else kinds[0]
     URL.layer.seed(hi=cfg.n_layers - 1)
     URL.head.seed(hi=cfg.n_heads - 1)
-    for param in (URL.view, URL.matrix, URL.mode):
+    for param in (URL.view, URL.matrix, URL.mode, URL.toy_heads, URL.toy_seed, URL.toy_steps):
         param.seed()
     URL.ablate.seed(choices=tuple(all_heads(sel.model)))
     n_q = len(axis_tokens(kind, sel.tokens, sel.tgt_tokens)[0])
@@ -476,7 +478,7 @@ def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[d
 
 
 def toy_panel():
-    """Train a 1-layer, 2-head model on a task that needs one lookup in each of two orthogonal subspaces."""
+    """Train a 1-layer model with 1, 2 or 4 heads on a task that needs one lookup in each of two orthogonal subspaces."""
     st.subheader("Two heads, two subspaces: train it yourself")
     st.markdown(
         "A toy where we *know* the answer. Each memory item is a letter-digit pair such as `a3`; its embedding "
@@ -484,53 +486,96 @@ def toy_panel():
         "live in **two orthogonal subspaces**. A query such as `a1?` asks two questions at once: the answer's "
         "letter is the letter of the item holding digit 1, and its digit is the digit of the item holding letter "
         "a. With memory `a3 c1 d2`, the query `a1?` answers `c3`. One lookup matches on letters, the other on "
-        "digits. A model with one layer and two heads ($d_{head}$ = 4, no positions, no LayerNorm, embedding "
-        "frozen) "
-        "learns it in a few seconds here. Watch whether each head takes one subspace.")
+        "digits. A model with one layer ($d_{head}$ = 4, no positions, no LayerNorm, embedding frozen) learns it "
+        "in a few seconds here. With two heads, watch whether each head takes one subspace. With one head, the "
+        "single attention pattern has to serve both lookups at once; with four, there are spare heads.")
     st.latex(r"x = \big[\,\underbrace{e_{\text{letter}}}_{\text{dims } 0\text{-}3}\;\big|\;"
              r"\underbrace{e_{\text{digit}}}_{\text{dims } 4\text{-}7}\;\big|\;\text{query/memory flag}\,\big],"
              r"\qquad q\cdot k = x_q^{\top}\, W_Q^h W_K^{h\top}\, x_k")
     st.markdown("A head that matches only on letters has its $W_Q^h W_K^{h\\top}$ inside the letter × letter "
                 "block; a digit head inside the digit × digit block.")
-    c1, c2, c3 = st.columns([1, 2, 2])
-    seed = int(c1.number_input("seed", 0, 999, TOY_SEED, key="heads.toy_seed",
-                               help="Initial weights and training batches follow the seed."))
-    steps = c2.select_slider("training steps", TOY_STEP_CHOICES, value=TOY_STEPS, key="heads.toy_steps")
-    c3.write("")
-    clicked = c3.button("Train the two-head toy", icon=":material/model_training:", key="heads.toy_train",
-                        type="primary", width="stretch")
-    if clicked:
-        trainer = toy_trainer(seed=seed, steps=int(steps))
-        bar = st.progress(0.0, text="training ...")
-        with few_threads():
-            while not trainer.done:
-                trainer.run(50)
-                last = trainer.history[-1]
-                bar.progress(trainer.step / trainer.total,
-                             text=f"step {trainer.step} / {trainer.total}: loss {last['loss']:.3f}, "
-                                  f"accuracy {last['accuracy']:.0%}")
-        bar.empty()
-        st.session_state[TOY_KEY] = {"seed": seed, "steps": int(steps), "history": trainer.history,
-                                     "seconds": trainer.seconds, "report": toy_report(trainer.model)}
-    done = st.session_state.get(TOY_KEY)
-    if done is not None and (done["seed"], done["steps"]) != (seed, int(steps)):
-        st.info(f"Showing the toy trained with seed {done['seed']} for {done['steps']} steps; press the button to "
-                f"train with the new settings.")
+    n_heads, seed, steps = toy_controls()
+    done = R.trained_toy(n_heads, seed, steps) if R.trained_toy.has(n_heads, seed, steps) else None
     if done is None:
-        report = R.untrained_toy(seed)
-        st.markdown(f"**Before training** (seed {seed}): random heads, accuracy {report.accuracy:.0%} "
-                    f"(chance is about 1 in 16). Press the button to train.")
+        report = R.untrained_toy(seed, n_heads)
+        st.markdown(f"**Before training** ({toy_name(n_heads)}, seed {seed}): random heads, accuracy "
+                    f"{report.accuracy:.0%} (chance is about 1 in 16). Press the button to train.")
     else:
         report = done["report"]
         hist = done["history"]
         st.plotly_chart(curve_fig([h["step"] for h in hist], [h["loss"] for h in hist],
-                                        [h["accuracy"] for h in hist], done["steps"], height=300),
+                                  [h["accuracy"] for h in hist], steps, height=300),
                         key="heads.fig_toy_curve", config=PNG)
-        verdict = ("each head took one subspace" if report.separated else
-                   "the heads did not split the work cleanly this time")
-        (st.success if report.separated else st.warning)(
-            f"Trained in {done['seconds']:.1f} s: accuracy {report.accuracy:.0%} on fresh examples; {verdict} "
-            f"(head roles: {', '.join(report.roles)}).")
+        toy_verdict(n_heads, done["seconds"], report)
+    toy_comparison(seed, steps)
+    toy_figures(report)
+    try_this("Pick 1 head and 200 training steps and train, then 2 heads at 200 steps: one head is still well "
+             "short (about 55-80% on seeds 0-5) where two are at 87-100%. Train both for 600 steps: one head "
+             "catches up, by leaning on the letter item, keeping some weight on the digit item and letting the MLP "
+             "untangle the mix.",
+             "Train 2 heads with seeds 0 to 5. Does every seed split the work one head per subspace? When a run stays "
+             "'mixed', look at its $W_Q W_K^\\top$ blocks: both heads use a bit of both.",
+             "Train 4 heads: how many of them end up doing a lookup, and what do the others look at?")
+
+
+def toy_name(n_heads: int) -> str:
+    """'one head', 'two heads', 'four heads'."""
+    return {1: "one head", 2: "two heads", 4: "four heads"}[n_heads] if n_heads in (1, 2, 4) else f"{n_heads} heads"
+
+
+def toy_controls() -> tuple[int, int, int]:
+    """(heads, seed, steps), all in the URL, and the train button: a click trains (with a progress bar) unless
+    that (heads, seed, steps) toy is already kept."""
+    c0, c1, c2, c3 = st.columns([2, 1, 2, 2])
+    n_heads = int(URL.toy_heads.widget(c0.segmented_control, "heads", required=True, format_func=toy_name))
+    seed = int(URL.toy_seed.widget(c1.number_input, "seed", help="Initial weights and training batches follow the seed."))
+    steps = int(URL.toy_steps.widget(c2.select_slider, "training steps"))
+    c3.write("")
+    if c3.button(f"Train the toy with {toy_name(n_heads)}", icon=":material/model_training:", key="heads.toy_train",
+                 type="primary", width="stretch") and not R.trained_toy.has(n_heads, seed, steps):
+        bar = st.progress(0.0, text="training ...")
+
+        def progress(trainer) -> None:
+            last = trainer.history[-1]
+            bar.progress(trainer.step / trainer.total, text=f"step {trainer.step} / {trainer.total}: loss "
+                                                             f"{last['loss']:.3f}, accuracy {last['accuracy']:.0%}")
+
+        token = R.TOY_PROGRESS.set(progress)
+        try:
+            R.trained_toy(n_heads, seed, steps)
+        finally:
+            R.TOY_PROGRESS.reset(token)
+        bar.empty()
+    return n_heads, seed, steps
+
+
+def toy_verdict(n_heads: int, seconds: float, report) -> None:
+    """One line on the trained toy: its accuracy, and whether (and how) its heads split the two lookups."""
+    roles = ", ".join(report.roles)
+    head = f"Trained in {seconds:.1f} s: accuracy {report.accuracy:.0%} on fresh examples"
+    if n_heads == 1:
+        (st.success if report.accuracy > 0.95 else st.warning)(
+            f"{head}. One head has one pattern for both lookups: it puts {report.letter_attention[0]:.0%} of a "
+            f"query's attention on the item sharing its letter and {report.digit_attention[0]:.0%} on the one sharing "
+            f"its digit (role: {roles}).")
+    elif report.separated:
+        what = "each head took one subspace" if n_heads == 2 else "one head took the letters and another the digits"
+        st.success(f"{head}; {what} (head roles: {roles}).")
+    else:
+        st.warning(f"{head}; the heads did not split the work cleanly this time (head roles: {roles}).")
+
+
+def toy_comparison(seed: int, steps: int) -> None:
+    """The accuracies of the toys already trained at this seed and step count, one per head count."""
+    kept = {h: R.trained_toy(h, seed, steps)["report"].accuracy for h in TOY_HEADS if R.trained_toy.has(h, seed, steps)}
+    if len(kept) > 1:
+        st.markdown(f"**Trained so far with seed {seed}, {steps} steps:** " +
+                    ", ".join(f"{toy_name(h)} {acc:.0%}" for h, acc in kept.items()))
+
+
+def toy_figures(report) -> None:
+    """Where each head's queries look, where its QK form lives, and every head's pattern on one example."""
+    n = len(report.roles)
     left, right = st.columns(2)
     with left:
         st.markdown("**Where each head's queries look** (mean weight)")
@@ -545,19 +590,15 @@ def toy_panel():
     st.plotly_chart(toy_forms_fig(report.qk_forms, TOY_FEATURES, report.roles), key="heads.fig_toy_forms",
                     config=PNG)
     tokens = report.example_tokens
-    st.markdown(f"**Both heads on one example:** memory `{' '.join(tokens[:3])}`, queries "
+    st.markdown(f"**Every head on one example:** memory `{' '.join(tokens[:3])}`, queries "
                 f"`{' '.join(tokens[3:])}`. Each query row should light up the item sharing its letter (letter "
                 f"head) or its digit (digit head).")
-    cols = st.columns(2)
-    for h in range(2):
-        with cols[h]:
+    cols = st.columns(min(n, 2))
+    for h in range(n):
+        with cols[h % 2]:
             st.markdown(f"head {h} ({report.roles[h]})")
             st.plotly_chart(pattern_fig(report.example_pattern[h], tokens, tokens, height=330),
                             key=f"heads.fig_toy_pat{h}", config=PNG)
-    try_this("Train with seeds 0 to 5. Does every seed split the work one head per subspace? When a run stays "
-             "'mixed', look at its $W_Q W_K^\\top$ blocks: both heads use a bit of both.",
-             "Train for only 200 steps, then 1500: when does the split appear, before or after the accuracy "
-             "reaches 100%?")
 
 
 def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):

@@ -117,3 +117,28 @@ def test_orthogonal_query_leaves_scores_unchanged_on_the_page():
     assert_ok(at)
     assert float(_metric(at, "largest score change, orthogonal").value) < 1e-5
     assert float(_metric(at, "largest score change, random").value) > 1e-3
+
+
+def test_toy_head_count_changes_the_figures():
+    at = page_at(PAGE, {"model": "induction-sinusoidal", "view": "toy", "toy_steps": "200", "toy_seed": "2"})
+    assert_ok(at)
+    assert at.segmented_control(key="heads.toy_heads").value == 2
+    assert at.select_slider(key="heads.toy_steps").value == 200
+    at.button(key="heads.toy_train").click().run(timeout=180)
+    assert_ok(at)
+    two = _chart(at, "heads.fig_toy_match")
+    two_curve = _chart(at, "heads.fig_toy_curve")
+    assert len(two["data"][0]["x"]) == 2
+    at.segmented_control(key="heads.toy_heads").set_value(1).run()
+    assert_ok(at)
+    assert at.query_params["toy_heads"] == "1"
+    assert any("Before training" in m.value and "one head" in m.value for m in at.markdown)
+    at.button(key="heads.toy_train").click().run(timeout=180)
+    assert_ok(at)
+    one = _chart(at, "heads.fig_toy_match")
+    assert len(one["data"][0]["x"]) == 1 and one != two
+    assert _chart(at, "heads.fig_toy_curve") != two_curve
+    assert any("Trained so far with seed 2, 200 steps" in m.value for m in at.markdown)
+    # back to two heads: the trained toy is kept (no second training), figure as before
+    at.segmented_control(key="heads.toy_heads").set_value(2).run()
+    assert _chart(at, "heads.fig_toy_match") == two

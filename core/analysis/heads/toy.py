@@ -30,6 +30,7 @@ LETTER_DIMS, DIGIT_DIMS = slice(0, 4), slice(4, 8)
 TOY_SEED = 0  # a seed whose two heads split the work cleanly in TOY_STEPS steps (others may share it)
 TOY_STEPS = 600
 TOY_LR = 3e-2
+TOY_HEADS = (1, 2, 4)  # head counts the page offers, every one of width TOY_D_HEAD and trained the same way
 
 
 def toy_embedding(vocab: Vocab) -> torch.Tensor:
@@ -47,32 +48,36 @@ def toy_embedding(vocab: Vocab) -> torch.Tensor:
     return e
 
 
-def toy_config(task: TwoLookupTask) -> TransformerConfig:
-    """One layer, two heads of width 4, no positions and no LayerNorm: nothing but the two lookups."""
-    return TransformerConfig(arch="decoder", vocab_size=len(task.vocab), d_model=TOY_D_MODEL, n_heads=2,
+def toy_config(task: TwoLookupTask, n_heads: int = 2) -> TransformerConfig:
+    """One layer, `n_heads` heads of width 4 (two by default), no positions and no LayerNorm: nothing but
+    the two lookups. Only the head count changes between the toys; everything else is the same recipe."""
+    return TransformerConfig(arch="decoder", vocab_size=len(task.vocab), d_model=TOY_D_MODEL, n_heads=n_heads,
                              d_head=TOY_D_HEAD, n_layers=1, d_mlp=32, max_len=2 * task.max_length,
                              pos="none", norm="none")
 
 
-def toy_model(task: TwoLookupTask, seed: int = 0) -> Transformer:
+def toy_model(task: TwoLookupTask, seed: int = 0, n_heads: int = 2) -> Transformer:
     """A fresh toy model whose weights depend only on `seed`; its embedding is fixed and frozen.
 
     core.train.init_model draws every weight from a local generator, never from torch's global
     RNG, which every thread of the server shares: sessions that build at the same time each get
     their seed's weights (the same ones `torch.manual_seed(seed)` gave, so TOY_SEED keeps its meaning).
     """
-    model = init_model(toy_config(task), seed)
+    model = init_model(toy_config(task, n_heads), seed)
     with torch.no_grad():
         model.stack.W_E.weight.copy_(toy_embedding(task.vocab))
     model.stack.W_E.weight.requires_grad_(False)  # the inputs' subspaces stay put while the heads learn
     return model
 
 
-def toy_trainer(seed: int = TOY_SEED, steps: int = TOY_STEPS, lr: float = TOY_LR, batch_size: int = 64):
-    """A core.train.Trainer for the toy (the page runs it in chunks to show progress)."""
+def toy_trainer(seed: int = TOY_SEED, steps: int = TOY_STEPS, lr: float = TOY_LR, batch_size: int = 64,
+                n_heads: int = 2):
+    """A core.train.Trainer for the toy with `n_heads` heads (the page runs it in chunks to show progress).
+
+    The recipe (steps, batches, learning rate, warm-up, seed) does not depend on the head count."""
     task = TwoLookupTask()
-    return Trainer(toy_config(task), task, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                   model=toy_model(task, seed), warmup=20, log_every=25)
+    return Trainer(toy_config(task, n_heads), task, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                   model=toy_model(task, seed, n_heads), warmup=20, log_every=25)
 
 
 few_threads = one_thread  # the toy's 16-wide matrices run fastest on one thread (core.device.one_thread)
@@ -105,8 +110,8 @@ class ToyReport:
 
     @property
     def separated(self) -> bool:
-        """True when one head does the letter lookup and the other the digit lookup."""
-        return sorted(self.roles) == ["digits", "letters"]
+        """True when one head does the letter lookup and another the digit lookup (never with one head)."""
+        return "letters" in self.roles and "digits" in self.roles
 
 
 def toy_report(model: Transformer, n: int = 256, seed: int = 12345, example_seed: int = 7) -> ToyReport:
