@@ -86,6 +86,7 @@ class TrainingRun:
     waited: int = 0  # chunks skipped because the server was busy
     clock: Optional[tuple[float, int]] = None  # (wall time, step) when the run last started or resumed
     final_accuracy: Optional[float] = None
+    head_mi: dict[int, dict] = field(default_factory=dict)  # step -> {kind key: [layer head head]} shared information
     model_id: Optional[str] = None  # the id under which the finished model is on every page
     checkpoint: Optional[bytes] = None  # the finished model as .safetensors bytes
 
@@ -121,10 +122,16 @@ class TrainingRun:
         self.snapshots.append(Snapshot(self.step, patterns, spread))
 
     def curves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps, loss, accuracy) of every step so far."""
+        """(steps, cross-entropy, accuracy) of every step so far (without the head-diversity penalty)."""
         h = self.trainer.history
-        return (np.array([r["step"] for r in h], dtype=np.int32), np.array([r["loss"] for r in h]),
+        return (np.array([r["step"] for r in h], dtype=np.int32), np.array([r.get("ce", r["loss"]) for r in h]),
                 np.array([r["accuracy"] for r in h]))
+
+    def measure_head_mi(self) -> dict:
+        """The heads' shared information at the current step (measured once per step)."""
+        if self.step not in self.head_mi:
+            self.head_mi[self.step] = analysis.head_mi_matrices(self.trainer.model, self.settings.task)
+        return self.head_mi[self.step]
 
 
 def current() -> Optional[TrainingRun]:
@@ -149,7 +156,16 @@ def start(settings: TrainSettings, device: str = "cpu") -> None:
     example = analysis.fixed_example(settings.task, settings.arch)
     run = TrainingRun(settings, trainer, example, analysis.snapshot_every(settings.steps))
     run.take_snapshot()  # step 0: the random model
+    if settings.n_heads > 1:
+        run.measure_head_mi()  # step 0: what random heads share, for the before/after comparison
     st.session_state[RUN_KEY] = run
+
+
+def head_mi_pair(run: TrainingRun) -> tuple[dict, dict]:
+    """The heads' shared information at step 0 and at the run's current step ({kind key: [layer head head]})."""
+    if 0 not in run.head_mi:
+        raise ValueError("the run has no step-0 measurement (it was started with one head)")
+    return run.head_mi[0], run.measure_head_mi()
 
 
 def pause() -> None:
@@ -240,6 +256,7 @@ def run_meta(run: TrainingRun) -> dict:
         "task": s.task, "vocab": list(task.vocab.tokens), "config": run.trainer.model.cfg.to_dict(),
         "steps": run.step, "seed": s.seed, "accuracy": run.final_accuracy,
         "train_length": task.default_length, "lr": s.lr, "batch_size": analysis.BATCH_SIZE,
+        "warmup": run.trainer.warmup, "head_mi": s.head_mi,
     }
 
 

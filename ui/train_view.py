@@ -18,18 +18,33 @@ from core.tasks import TASKS, get_task
 from ui import models
 from ui import train_runs as R
 from ui.page import try_this
+from ui import query
 from ui.params import Choice, Float, Int, Params, general
 from ui.sidebar import MODEL_KEY
 
 POS_LABELS = {"sinusoidal": "Sinusoidal (fixed waves)", "learned": "Learned table", "rope": "RoPE (rotate q, k)",
               "none": "None (only the mask)"}
 NORM_LABELS = {"pre": "Pre-LN: x + F(LN(x))", "post": "Post-LN: LN(x + F(x))", "none": "No LayerNorm"}
+SCORE_LABELS = {"scaled_dot": "Scaled dot: q·k / √d_head", "dot": "Plain dot: q·k", "cosine": "Cosine × 8"}
+ACT_LABELS = {"gelu": "GELU", "relu": "ReLU"}
+PRESET_LR = 0.007  # measured (reverse, encoder, 300 steps, seed 0): without warm-up pre-LN 100%, post-LN 0%
+# (loss ~1.3); post-LN with the default 30 warm-up steps 97%, with 100 steps 100%
 DEFAULT = TrainSettings(task="reverse", arch="encoder", steps=300)  # learns in well under a minute
 ARCHS = tuple(dict.fromkeys(arch for task in TASKS.values() for arch in task.archs))  # a task offers some of them
 NOTES_KEY = "train.notes"  # messages about typed values that were clamped, shown once under the settings
 VIEW_KIND_KEY, VIEW_LAYER_KEY = "train.view_kind", "train.view_layer"  # which heatmaps (not in the URL)
 MAX_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # uploads over this are refused (a teaching model is ~KB)
 NO_BAR = {"displayModeBar": False}
+
+class AutoInt(Int):
+    """A whole number in [lo, hi], or None for 'automatic' (an empty box; absent from the URL, or `auto`)."""
+
+    def parse(self, raw_name: str, bounds: dict):
+        raw = query.parse_text(raw_name)
+        if raw is not None and raw.strip().lower() == "auto":
+            return None
+        return super().parse(raw_name, bounds)
+
 
 # Every URL parameter of the page, once. The architectures offered depend on the task (given when
 # the widget is drawn). Session keys keep the TrainSettings field names (train.n_layers, train.n_heads).
@@ -45,9 +60,16 @@ URL = Params(
     Int("steps", DEFAULT.steps, lo=A.LIMITS["steps"][0], hi=A.LIMITS["steps"][1]),
     Float("lr", DEFAULT.lr, lo=A.LIMITS["lr"][0], hi=A.LIMITS["lr"][1], fmt=general),
     Int("seed", DEFAULT.seed, lo=A.LIMITS["seed"][0], hi=A.LIMITS["seed"][1]),
+    AutoInt("warmup", None, lo=A.LIMITS["warmup"][0], hi=A.LIMITS["warmup"][1], omit_default=True),
+    Choice("score", DEFAULT.score, choices=A.SCORES),
+    Float("clip", DEFAULT.key_norm_clip, key="train.key_norm_clip", lo=A.LIMITS["key_norm_clip"][0],
+          hi=A.LIMITS["key_norm_clip"][1], fmt=general),
+    Choice("act", DEFAULT.act, choices=A.ACTS),
+    Float("head_mi", DEFAULT.head_mi, lo=A.LIMITS["head_mi"][0], hi=A.LIMITS["head_mi"][1], fmt=general),
 )
 FIELDS = {"n_layers": URL.layers, "d_model": URL.d_model, "n_heads": URL.heads, "steps": URL.steps,
-          "seed": URL.seed, "lr": URL.lr}  # TrainSettings field -> its URL parameter, in the order the URL is read
+          "seed": URL.seed, "lr": URL.lr, "warmup": URL.warmup, "key_norm_clip": URL.clip,
+          "head_mi": URL.head_mi}  # TrainSettings field -> its URL parameter, in the order the URL is read
 
 
 def task_archs() -> tuple:
@@ -59,7 +81,7 @@ def seed_url() -> None:
     """Read every URL parameter before anything is drawn, so problems are reported under the title."""
     URL.task.seed()
     URL.arch.seed(choices=task_archs())
-    for param in (URL.pos, URL.norm, *FIELDS.values()):
+    for param in (URL.pos, URL.norm, URL.score, URL.act, *FIELDS.values()):
         param.seed()
 
 
@@ -77,16 +99,53 @@ def _range(name: str) -> str:
 def clamp_typed(name: str) -> None:
     """on_change of a number box: a typed value out of range is clamped, and a note under the settings says so."""
     key = FIELDS[name].key
+    if name == "warmup" and st.session_state.get(key) is None:
+        return  # an empty warm-up box means the default warm-up
     value, note = A.clamp_number(name, st.session_state.get(key), getattr(DEFAULT, name))
     st.session_state[key] = value
     if note:
         st.session_state.setdefault(NOTES_KEY, []).append(note)
 
 
-def number(col, label: str, name: str, step, help: str, fmt: str | None = None):
+def number(col, label: str, name: str, step, help: str, fmt: str | None = None, **kwargs):
     """A number box without hard limits in the browser: out-of-range values are clamped with a message."""
     return FIELDS[name].widget(col.number_input, label, min_value=None, max_value=None, step=step, format=fmt,
-                               help=help, on_change=clamp_typed, args=(name,))
+                               help=help, on_change=clamp_typed, args=(name,), **kwargs)
+
+
+def apply_preset(norm: str) -> None:
+    """Button callback: set up one side of 'pre-LN vs post-LN, both without warm-up' (same everything else)."""
+    st.session_state[URL.norm.key] = norm
+    st.session_state[URL.warmup.key] = 0
+    st.session_state[URL.lr.key] = PRESET_LR
+
+
+def preset_buttons() -> None:
+    """The warm-up comparison: two buttons that differ only in where the LayerNorm sits."""
+    with st.container(horizontal=True):
+        st.caption(f"Compare without warm-up (warm-up 0, learning rate {PRESET_LR:g}):")
+        for norm, label in (("pre", "Pre-LN, no warm-up"), ("post", "Post-LN, no warm-up")):
+            st.button(label, key=f"train.preset_{norm}", icon=":material/tune:", on_click=apply_preset,
+                      args=(norm,), help=f"Sets LayerNorm placement to {norm}-LN, warm-up to 0 and the learning "
+                                         f"rate to {PRESET_LR:g}; every other setting stays as it is.")
+
+
+def variant_widgets(raw: dict, steps) -> None:
+    """The third row: warm-up, the attention score, key-norm clipping, the MLP's activation, head diversity."""
+    c1, c2, c3, c4, c5 = st.columns(5)
+    auto = max(1, min(100, int(steps or DEFAULT.steps) // 10))
+    raw["warmup"] = number(c1, "Warm-up steps", "warmup", 10, f"Steps over which the learning rate climbs to its "
+                           f"peak, {_range('warmup')}; 0 starts at the full rate. Empty: a tenth of the run, at most "
+                           "100.", placeholder=f"auto ({auto})")
+    raw["score"] = URL.score.widget(c2.selectbox, "Attention score", format_func=SCORE_LABELS.get,
+                                    help="How a query and a key become a score before the softmax.")
+    raw["key_norm_clip"] = number(c3, "Key-norm clip", "key_norm_clip", 0.5,
+                                  f"Shrink every key longer than this back to this length, {_range('key_norm_clip')}; "
+                                  "0 = off.", fmt="%.2f")
+    raw["act"] = URL.act.widget(c4.selectbox, "MLP activation", format_func=ACT_LABELS.get)
+    raw["head_mi"] = number(c5, "Head diversity λ", "head_mi", 0.01,
+                            f"Weight of the penalty on the information heads of a layer share, {_range('head_mi')}; "
+                            "0 = off.", fmt="%.3f")
 
 
 def settings_widgets() -> tuple[TrainSettings, list[str]]:
@@ -110,6 +169,8 @@ def settings_widgets() -> tuple[TrainSettings, list[str]]:
                                                         f"{_range('lr')}.", fmt="%.4f")
     raw["seed"] = number(c6, "Seed", "seed", 1, f"Fixes the initial weights and the order of the batches; "
                                                 f"{_range('seed')}.")
+    variant_widgets(raw, raw["steps"])
+    preset_buttons()
     return A.clamp_settings(raw)
 
 
@@ -121,9 +182,13 @@ def describe_settings(settings: TrainSettings) -> None:
             st.error(p, icon=":material/error:")
         return
     n_params = R.param_count(settings.config().to_dict())
+    wu = "default, a tenth of the run" if settings.warmup is None else "chosen"
     st.caption(f"Each head works in d_model / heads = {settings.d_model} / {settings.n_heads} = "
-               f"**{settings.d_head}** dimensions · **{n_params:,}** parameters · warm-up **{settings.warmup}** "
-               f"steps · batches of **{A.BATCH_SIZE}** fresh examples · at most **{A.MAX_STEPS}** steps per run.")
+               f"**{settings.d_head}** dimensions · **{n_params:,}** parameters · warm-up **{settings.warmup_steps}** "
+               f"steps ({wu}) · batches of **{A.BATCH_SIZE}** fresh examples · at most **{A.MAX_STEPS}** steps per run.")
+    if settings.warmup_steps >= settings.steps:
+        st.caption(f"The warm-up ({settings.warmup_steps} steps) is as long as the run ({settings.steps}): the "
+                   "learning rate never reaches its peak.")
 
 
 def setup_panel() -> TrainSettings:
@@ -134,7 +199,11 @@ def setup_panel() -> TrainSettings:
         "Each step uses 64 new random examples, so the model cannot memorise them. The learning rate "
         "climbs linearly during a short warm-up (Adam's running averages are unreliable at first, and "
         "post-LN models in particular blow up without it), then eases down along a cosine so the last "
-        "steps settle instead of bouncing around. Each of the h heads reads a slice of width d_model / h."
+        "steps settle instead of bouncing around. Each of the h heads reads a slice of width d_model / h. "
+        "The third row changes the model itself: how a query and a key are scored (divided by the square root "
+        "of the head width, not divided, or the cosine of their angle times 8), a cap on how long a key may "
+        "be, the MLP's bend (GELU or ReLU), and an optional penalty that makes heads of the same layer carry "
+        "different information (section 3 shows how much they share)."
     )
     st.latex(r"\eta_t = \eta\cdot\begin{cases}\dfrac{t+1}{W} & t < W \\[4pt] 0.1 + 0.9\cdot\tfrac12\left(1+\cos\pi\,"
              r"\dfrac{t-W}{T-W}\right) & t \ge W\end{cases}\qquad d_{\text{head}} = \dfrac{d_{\text{model}}}{h}")
@@ -151,6 +220,14 @@ def setup_panel() -> TrainSettings:
         "Set d_model to 60 with 8 heads and read the message; then pick 64.",
         "Train the **future legality** task as a **decoder**, then as an **encoder**: the decoder stays near "
         "chance because the rule arrives after the digits it must judge.",
+        f"Press **Pre-LN, no warm-up** and train the default reverse task; then **Post-LN, no warm-up**. At "
+        f"learning rate {PRESET_LR:g} the pre-LN model still reaches 100%, while the post-LN loss stalls "
+        "above 1 and its accuracy stays near 0: its gradient passes through every block's LayerNorm, and "
+        "full-size first steps, taken while Adam's averages are still noise, throw it somewhere it does not "
+        "recover from. Now set the warm-up to 100 and train post-LN again: it learns.",
+        "Pick **Plain dot** as the score with d_model 128 and 2 heads: without the division by the square root "
+        "of 64 the first scores are large, the softmax saturates, and the loss falls later than with the "
+        "scaled score.",
     )
     return settings
 
@@ -316,6 +393,7 @@ def history_panel() -> None:
              r"{\log_2 \#\{j : i \text{ may see } j\}}")
     kind, layer = view_pickers(run)
     scrubber(run, kind, layer)
+    mi_section(run, kind)
     try_this(
         "Slide to the step just before the loss dropped and to the one just after: which head changed most?",
         "Train again with 1 head instead of 4: does that single head have to do every job at once?",
@@ -323,6 +401,43 @@ def history_panel() -> None:
         "Post-LN stalls. In Post-LN the gradient has to pass through the LayerNorm of every block on its way "
         "down, and each can scale it up; in Pre-LN the identity path carries it down untouched. At 0.003 both "
         "learn.",
+    )
+
+
+def mi_section(run: R.TrainingRun, kind) -> None:
+    """How much information every two heads of a layer share, at step 0 and now, for one attention kind."""
+    st.markdown("#### Do the heads say the same thing?")
+    st.markdown(
+        f"Two heads that output the same information waste a slot. Here every head's output (hook_z) is "
+        f"measured on {A.MI_SAMPLES} fixed examples of the task, each position one sample, and for every two "
+        "heads of a layer the page estimates how much one tells about the other, as if their outputs were "
+        "jointly Gaussian: with one number per head it is the formula on the left, with d_head numbers per "
+        "head the log-determinants on the right (R is the correlation matrix of the outputs). 0 means "
+        "nothing shared; two copies of one head would hit the ceiling the small ridge ε sets. The **Head "
+        "diversity λ** setting adds λ times the mean of these numbers (the same layer's pairs) to the loss, "
+        "so training pushes them down."
+    )
+    st.latex(r"I = -\tfrac12\log\left(1-\rho^2\right)\qquad I(i;j) = \tfrac12\left(\log\det R_{ii} + "
+             r"\log\det R_{jj} - \log\det R_{ij,ij}\right),\quad R \leftarrow R + \varepsilon I"
+             r"\qquad \mathcal{L}' = \mathcal{L} + \lambda\,\overline{I(i;j)}")
+    if run.settings.n_heads < 2:
+        st.info("With one head per layer there is no pair of heads to compare; train with 2 or more heads.",
+                icon=":material/info:")
+        return
+    before, after = R.head_mi_pair(run)
+    fig = F.head_mi_figure(before[kind.key], after[kind.key], (0, run.step),
+                           title=f"Information shared between heads ({kind.label}), nats")
+    st.plotly_chart(fig, key="train.head_mi_fig", config=NO_BAR)
+    off = ~np.eye(run.settings.n_heads, dtype=bool)
+    st.caption(f"Mean over pairs of heads: **{before[kind.key][:, off].mean():.2f}** nats before training, "
+               f"**{after[kind.key][:, off].mean():.2f}** at step {run.step} (head diversity λ = "
+               f"{run.settings.head_mi:g}).")
+    try_this(
+        "Train the default run with λ = 0 and read the mean after training; then train again with λ = 0.1. "
+        "The after-training heatmap gets darker (less shared), and the loss curve shows what the accuracy "
+        "paid for it, if anything.",
+        "Push λ to 1 or more: the penalty outweighs the task, and the heads learn to differ before they learn "
+        "to be useful.",
     )
 
 

@@ -333,3 +333,105 @@ def test_the_page_never_seeds_torchs_global_rng(monkeypatch):
     at.button(key="train.go").click().run()
     assert_ok(at)
     assert run_of(at).step > 0
+
+
+VARIANTS = {"warmup": "0", "score": "cosine", "clip": "2.5", "act": "relu", "head_mi": "0.1"}
+
+
+def test_the_new_options_live_in_the_url():
+    at = page_at(PAGE, query=VARIANTS)
+    assert_ok(at)
+    assert not at.warning
+    assert at.number_input(key="train.warmup").value == 0
+    assert at.selectbox(key="train.score").value == "cosine" and at.selectbox(key="train.act").value == "relu"
+    assert at.number_input(key="train.key_norm_clip").value == 2.5
+    assert at.number_input(key="train.head_mi").value == pytest.approx(0.1)
+    url = dict(at.query_params)
+    assert {k: url[k] for k in VARIANTS} == VARIANTS
+    assert any("warm-up **0** steps (chosen)" in c.value for c in at.caption)
+    at.number_input(key="train.warmup").set_value(12).run()
+    assert dict(at.query_params)["warmup"] == "12"
+
+
+def test_the_old_defaults_hold_without_the_new_parameters():
+    at = page_at(PAGE, query={"steps": "2000"})
+    assert_ok(at)
+    assert at.number_input(key="train.warmup").value is None
+    assert any("warm-up **100** steps" in c.value for c in at.caption)  # a tenth, at most 100, as before
+    url = dict(at.query_params)
+    assert "warmup" not in url and (url["score"], url["clip"], url["act"], url["head_mi"]) == (
+        "scaled_dot", "0", "gelu", "0")
+
+
+def test_bad_new_options_are_clamped_with_a_note():
+    at = page_at(PAGE, query={"warmup": "-7", "score": "euclid", "clip": "nan", "act": "tanh", "head_mi": "1e9"})
+    assert_ok(at)
+    warnings = " ".join(w.value for w in at.warning)
+    for word in ("warmup=-7", "euclid", "clip", "tanh", "head_mi=1e+09"):
+        assert word in warnings, (word, warnings)
+    assert at.number_input(key="train.warmup").value == 0
+    assert at.selectbox(key="train.score").value == "scaled_dot" and at.selectbox(key="train.act").value == "gelu"
+    assert at.number_input(key="train.key_norm_clip").value == 0.0
+    assert at.number_input(key="train.head_mi").value == 5.0
+    # typed values are clamped too, with a note
+    at.number_input(key="train.key_norm_clip").set_value(-1.0).run()
+    assert at.number_input(key="train.key_norm_clip").value == 0.0
+    at.number_input(key="train.warmup").set_value(5000).run()
+    assert at.number_input(key="train.warmup").value == 1000
+    assert any("5000" in w.value and "1000" in w.value for w in at.warning)
+
+
+def test_the_warmup_preset_sets_up_pre_vs_post_ln_without_warmup():
+    from ui.train_view import PRESET_LR
+
+    at = page_at(PAGE)
+    at.button(key="train.preset_post").click().run()
+    assert_ok(at)
+    url = dict(at.query_params)
+    assert (url["norm"], url["warmup"], float(url["lr"])) == ("post", "0", PRESET_LR)
+    at.button(key="train.preset_pre").click().run()
+    url = dict(at.query_params)
+    assert (url["norm"], url["warmup"], float(url["lr"])) == ("pre", "0", PRESET_LR)
+    assert url["task"] == "reverse" and url["steps"] == "300"  # the rest is left alone
+
+
+def mi_figure(at):
+    for spec in plotly_specs(at):
+        if "between heads" in str(spec["layout"].get("title")):
+            return [decode_array(t["z"]).astype(float) for t in spec["data"]]
+    return None
+
+
+def test_a_run_with_every_new_option_trains_and_shows_the_heads_shared_information():
+    at = page_at(PAGE)
+    configure(at, steps=30, n_heads=4)
+    at.selectbox(key="train.score").set_value("cosine")
+    at.selectbox(key="train.act").set_value("relu")
+    at.number_input(key="train.key_norm_clip").set_value(2.0)
+    at.number_input(key="train.warmup").set_value(0)
+    at.number_input(key="train.head_mi").set_value(0.0).run()
+    at.button(key="train.go").click().run()
+    train_to_end(at)
+    assert_ok(at)
+    free = run_of(at)
+    cfg = free.trainer.model.cfg
+    assert (cfg.score, cfg.key_norm_clip, cfg.act, free.trainer.warmup) == ("cosine", 2.0, "relu", 0)
+    assert free.trainer.history[0]["lr"] == pytest.approx(free.settings.lr)  # no warm-up: full rate at once
+    before, after = mi_figure(at)
+    assert before.shape == (4, 4) and np.isnan(np.diag(before)).all()
+    assert np.nanmax(np.abs(before - after)) > 1e-3  # training changed what the heads share
+    free_mean = np.nanmean(after)
+
+    # the same run with the penalty: the shared information after training is lower, and the loss includes it
+    at.button(key="train.reset").click().run()
+    at.number_input(key="train.head_mi").set_value(1.0).run()
+    at.button(key="train.go").click().run()
+    train_to_end(at)
+    assert_ok(at)
+    pushed = run_of(at)
+    record = pushed.trainer.history[-1]
+    assert record["loss"] == pytest.approx(record["ce"] + 1.0 * record["head_mi"], rel=1e-5)
+    before2, after2 = mi_figure(at)
+    np.testing.assert_allclose(before2, before)  # same seed, same random start
+    assert np.nanmean(after2) < free_mean
+    assert any("head diversity λ = 1" in c.value for c in at.caption)
