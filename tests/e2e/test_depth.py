@@ -88,3 +88,40 @@ def test_depth_page_takes_a_one_token_input_from_a_link(server_url, page):
     assert any(t.startswith("Pieces of the final state at position 0") for t in titles), titles
     assert page.get_by_text("after 0 stacked layer(s)").count() == 1
     _tall_screenshot(page, "depth_one_token")
+
+
+def _panel_screenshot(page, text: str, name: str) -> None:
+    """A viewport screenshot with the element holding `text` scrolled to the top (Streamlit scrolls inside stMain)."""
+    page.set_viewport_size({"width": 1400, "height": 1300})
+    page.get_by_text(text).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1200)
+    screenshot(page, name)
+
+
+def test_depth_bounds_and_dense_versus_sharp_links(server_url, page):
+    # The bounds at the default rho (floor far above ceiling), and the links chart moving with tau.
+    open_page(page, f"{server_url}/depth?model=sort-decoder", timeout=240_000, last=LAST)
+    wait_for_charts(page, 11, timeout=240_000)
+    assert_no_exception(page)
+    floor = _trace(page, "Gradient at each block's input", "(1 - ρ)")["y"]
+    ceiling = _trace(page, "Gradient at each block's input", "ρ^(L-l)")["y"]
+    assert "rho=0.1" in page.url and floor[0] / ceiling[0] > 1e20
+    _panel_screenshot(page, "Gradient at each block's input", "depth_bounds")
+    star = _trace(page, "Layers to reach all n", "your τ")
+    assert star["y"] == [2] and star["x"] == [0.1]
+    slider = page.locator("[data-testid='stSlider'] input[type='range'][aria-label='Edge threshold τ']")
+    if slider.count() == 0:  # a select_slider's thumb
+        slider = page.get_by_role("slider", name="Edge threshold τ")
+    slider.first.focus()
+    for _ in range(5):  # tau 0.1 -> 0.9, one rerun per press
+        slider.first.press("ArrowRight")
+        wait_for_run(page)
+    for _ in range(360):
+        wait_for_run(page)
+        star = _trace(page, "Layers to reach all n", "your τ")
+        if star["x"] == [0.9]:
+            break
+        page.wait_for_timeout(250)
+    assert star["x"] == [0.9] and star["y"] == [3] and "tau=0.9" in page.url  # sharp links: ceil(ln 64 / ln 5)
+    _panel_screenshot(page, "One layer or ln n layers?", "depth_links")
+    assert_no_exception(page)
