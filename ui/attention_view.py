@@ -387,7 +387,7 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
 
 def scale_controls() -> tuple[int, int, bool, int]:
     """d_k, the number of keys, scaled or not, and the random seed of the 'Why √d_k' view (all in the URL)."""
-    c1, c2, c3, c4 = st.columns([3, 2, 1, 1])
+    c1, c2, c3, c4 = st.columns([3, 2, 1.3, 1.2], vertical_alignment="bottom")
     with c1:
         d_k = URL.dk.widget(st.select_slider, "d_k (width of q and k)", format_func=general,
                             help="How many numbers each query and key vector has.")

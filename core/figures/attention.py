@@ -332,14 +332,16 @@ def scale_curve(dks: np.ndarray, scaled: np.ndarray, unscaled: np.ndarray, y_tit
     ]
     shapes = [dict(type="line", xref="x", yref="paper", x0=current, x1=current, y0=0, y1=1,
                    line=dict(color="#888888", width=2, dash="dot"))]
-    notes = [dict(text=f"d_k = {current}", x=np.log10(current), xref="x", y=1, yref="paper", showarrow=False,
-                  yanchor="bottom", font=dict(size=12, color="#555555"))]
+    notes = [dict(text=f"d_k = {current}", x=np.log10(current), xref="x", y=0.5, yref="paper", showarrow=False,
+                  xanchor="right" if current > np.sqrt(dks.min() * dks.max()) else "left", yanchor="bottom",
+                  xshift=-4 if current > np.sqrt(dks.min() * dks.max()) else 4, font=dict(size=12, color="#555555"),
+                  bgcolor="rgba(255,255,255,0.8)")]
     if reference is not None:
         shapes.append(dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=reference, y1=reference,
                            line=dict(color="#222222", width=1, dash="dot")))
         if reference_label:
-            notes.append(dict(text=reference_label, x=1, xref="paper", y=reference, yref="y", showarrow=False,
-                              xanchor="right", yanchor="bottom", font=dict(size=12)))
+            notes.append(dict(text=reference_label, x=0, xref="paper", y=reference, yref="y", showarrow=False,
+                              xanchor="left", yanchor="bottom", font=dict(size=12), bgcolor="rgba(255,255,255,0.8)"))
     layout = dict(height=320, margin=dict(l=10, r=10, t=40, b=10), font=FONT, shapes=shapes, annotations=notes,
                   xaxis=dict(type="log", title=dict(text="d_k (key width, log scale)"), tickvals=list(dks),
                              ticktext=[f"{int(d)}" for d in dks]),
@@ -368,8 +370,9 @@ def head_spread_bars(dot_std: np.ndarray, d_head: int, q_std: np.ndarray, k_std:
                              range=[0, 1.15 * max(ref, float(dot_std.max()) if dot_std.size else ref)]),
                   shapes=[dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=ref, y1=ref,
                                line=dict(color="#222222", width=2, dash="dot"))],
-                  annotations=[dict(text=f"√d_head = √{d_head} = {ref:.2f}", x=1, xref="paper", y=ref, yref="y",
-                                    showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=12))],
+                  annotations=[dict(text=f"√d_head = √{d_head} = {ref:.2f}", x=0, xref="paper", y=ref, yref="y",
+                                    showarrow=False, xanchor="left", yanchor="bottom", yshift=2, font=dict(size=13),
+                                    bgcolor="white", bordercolor="#222222", borderwidth=1)],
                   legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
     return go.Figure(data=data, layout=layout)
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from core.analysis import attention as A
-from core.model import Transformer, TransformerConfig
+from core.model import TransformerConfig
+from core.train import init_model
 
 
 # -- random dot products ---------------------------------------------------------------------------
@@ -104,7 +105,7 @@ def test_scale_sweep_rejects_a_single_key():
                                                    ("encoder-decoder", "sinusoidal", 2)])
 def test_head_dot_spread_matches_a_direct_computation(arch, pos, kind_index):
     cfg = TransformerConfig(arch=arch, vocab_size=12, d_model=32, n_heads=4, n_layers=2, pos=pos)
-    model = Transformer(cfg).eval()
+    model = init_model(cfg, 0).eval()
     kind = A.attention_kinds(arch)[kind_index]
     names = A.spread_names(kind, 2, pos)
     src = torch.randint(0, 12, (1, 7), generator=torch.Generator().manual_seed(1))
@@ -126,7 +127,7 @@ def test_head_dot_spread_matches_a_direct_computation(arch, pos, kind_index):
 
 def test_head_dot_spread_ignores_masked_pairs():
     cfg = TransformerConfig(arch="decoder", vocab_size=12, d_model=32, n_heads=4, n_layers=1)
-    model = Transformer(cfg).eval()
+    model = init_model(cfg, 0).eval()
     kind = A.attention_kinds("decoder")[0]
     _, cache = model.run_with_cache(torch.arange(6).reshape(1, 6), A.spread_names(kind, 1, cfg.pos))
     cache = {k: v.numpy() for k, v in cache.items()}

@@ -166,6 +166,7 @@ def test_slider_and_select_change_the_heatmap(server_url, page):
 @pytest.mark.parametrize("name, query", [
     ("attention_grid", "model=induction-sinusoidal"),
     ("attention_steps_toy", "model=induction-sinusoidal&view=steps&steps=toy"),
+    ("attention_steps_toy_negative_q", "model=induction-sinusoidal&view=steps&steps=toy&toy_q=-2&temp=0.5"),
     ("attention_steps_head", "model=sort-decoder&view=steps&layer=1&head=1"),
     ("attention_temperature", "model=sort-decoder&view=temp&temp=0.33"),
     ("attention_compare", "model=induction-sinusoidal&view=compare&layer2=1&head2=1"),
@@ -176,3 +177,16 @@ def test_views_render(server_url, page, name, query):
     open_page(page, f"{server_url}/attention?{query}", timeout=180_000)
     assert_no_exception(page)
     _tall_screenshot(page, name)
+
+
+def test_scale_view_draws_the_histogram_curves_and_model_spread(server_url, page):
+    open_page(page, f"{server_url}/attention?model=induction-sinusoidal&view=scale&dk=1024", timeout=180_000,
+              last="[data-testid='stPlotlyChart'] >> nth=4")
+    assert_no_exception(page)
+    hist = _settled_chart(page, 0, "bar")
+    centres = _array(hist[0]["x"])
+    assert centres.max() > 3 * 32 and centres.min() < -3 * 32  # raw q.k at d_k = 1024 spreads about 32
+    curve = _settled_chart(page, 1, "scatter")
+    assert _array(curve[1]["y"])[-1] > 0.9  # unscaled: one key takes almost all the weight at d_k = 1024
+    assert "1024" in page.get_by_text("measured spread (std) of q·k").first.inner_text()
+    _tall_screenshot(page, "attention_scale")
