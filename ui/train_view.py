@@ -393,7 +393,6 @@ def history_panel() -> None:
              r"{\log_2 \#\{j : i \text{ may see } j\}}")
     kind, layer = view_pickers(run)
     scrubber(run, kind, layer)
-    mi_section(run, kind)
     try_this(
         "Slide to the step just before the loss dropped and to the one just after: which head changed most?",
         "Train again with 1 head instead of 4: does that single head have to do every job at once?",
@@ -402,6 +401,7 @@ def history_panel() -> None:
         "down, and each can scale it up; in Pre-LN the identity path carries it down untouched. At 0.003 both "
         "learn.",
     )
+    mi_section(run, kind)
 
 
 def mi_section(run: R.TrainingRun, kind) -> None:

@@ -184,6 +184,7 @@ def head_mi_figure(before: np.ndarray, after: np.ndarray, steps: tuple[int, int]
                       font=dict(size=13), margin=dict(l=10, r=10, t=70 if title else 30, b=10),
                       coloraxis=dict(colorscale=MI_SCALE, cmin=0.0, cmax=max(top, 1e-6),
                                      colorbar=dict(title="nats", thickness=14)))
-    fig.update_yaxes(autorange="reversed", title_text="head", automargin=True)
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(title_text="head", col=1)  # the same heads in both columns: name the axis once a row
     fig.update_xaxes(title_text="head", automargin=True)
     return fig

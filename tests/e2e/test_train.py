@@ -84,3 +84,31 @@ def test_train_a_small_model_in_the_browser(server_url, page):
     assert changed, "scrubbing to step 0 did not change the heatmaps"
     assert_no_exception(page)
     screenshot(page, "train_scrubbed")
+
+
+OPTIONS = "task=reverse&arch=encoder&layers=1&d_model=32&heads=4&steps=100&lr=0.003&seed=0" \
+          "&warmup=0&score=cosine&clip=2&act=relu&head_mi=0.1"
+
+
+def test_a_link_with_the_new_options_trains_and_shows_the_heads_shared_information(server_url, page):
+    open_page(page, f"{server_url}/train?{OPTIONS}", last="[data-testid='stFileUploader']")
+    assert_no_exception(page)
+    assert page.get_by_text("warm-up 0 steps (chosen)").count() == 1
+    settings = page.get_by_text("1 · Set up the run").locator("xpath=ancestor::div[@data-testid='stVerticalBlock'][1]")
+    settings.screenshot(path=str(screenshot(page, "train_options").parent / "train_options.png"))
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.get_by_text("4 · Keep your model").wait_for(timeout=TRAIN_TIMEOUT_MS)
+    wait_for_run(page, last="[data-testid='stDownloadButton']")
+    assert_no_exception(page)
+    heading = page.get_by_text("Do the heads say the same thing?")
+    assert heading.count() == 1
+    charts = page.locator("[data-testid='stPlotlyChart']")
+    index = next(i for i in range(charts.count())
+                 if "nats" in (plotly_data(page, i)[0].get("hovertemplate") or ""))
+    data = plotly_data(page, index)
+    before, after = (decode_array(t["z"]).astype(float) for t in data)
+    assert before.shape == (4, 4) and np.isfinite(before[~np.eye(4, dtype=bool)]).all()
+    assert not np.allclose(before, after, equal_nan=True)
+    heading.scroll_into_view_if_needed()
+    _whole_page(page)
+    charts.nth(index).screenshot(path=str(screenshot(page, "train_head_mi").parent / "train_head_mi_chart.png"))
