@@ -527,12 +527,14 @@ def toy_controls() -> tuple[int, int, int]:
     """(heads, seed, steps), all in the URL, and the train button: a click trains (with a progress bar) unless
     that (heads, seed, steps) toy is already kept."""
     c0, c1, c2, c3 = st.columns([2, 1, 2, 2])
-    n_heads = int(URL.toy_heads.widget(c0.segmented_control, "heads", required=True, format_func=toy_name))
-    seed = int(URL.toy_seed.widget(c1.number_input, "seed", help="Initial weights and training batches follow the seed."))
+    n_heads = int(URL.toy_heads.widget(c0.segmented_control, "heads", required=True, format_func=str))
+    seed = int(URL.toy_seed.widget(c1.number_input, "seed",
+                                   help="Initial weights and training batches follow the seed."))
     steps = int(URL.toy_steps.widget(c2.select_slider, "training steps"))
     c3.write("")
-    if c3.button(f"Train the toy with {toy_name(n_heads)}", icon=":material/model_training:", key="heads.toy_train",
-                 type="primary", width="stretch") and not R.trained_toy.has(n_heads, seed, steps):
+    label = f"Train the {toy_name(n_heads).split()[0]}-head toy"
+    clicked = c3.button(label, icon=":material/model_training:", key="heads.toy_train", type="primary", width="stretch")
+    if clicked and not R.trained_toy.has(n_heads, seed, steps):
         bar = st.progress(0.0, text="training ...")
 
         def progress(trainer) -> None:

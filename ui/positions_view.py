@@ -326,19 +326,20 @@ def decay_panel(source: tuple[Optional[str], str, str]) -> None:
     model_id, device, why = source
     st.subheader("Does RoPE make far-apart tokens score lower? Only the bound says so")
     st.markdown(
-        "The RoPE paper argues that attention fades with distance. Write each pair of q and k as a complex "
-        "number, so the score is the real part of a sum of h_i = q̃_i k̃_i* turned by e^{i(m−n)θ_i}. Summing by "
-        "parts (Abel summation) moves the distance into the partial sums S_j of those turns, and bounds |q·k| by "
-        "the largest step |h_{j+1} − h_j| times Σ|S_j|. The distance only enters through Σ|S_j|, and that sum "
-        "shrinks on average as m − n grows, because the turns point more and more in scattered directions. "
-        "**That is a statement about the bound, not about the scores.** For random q and k the mean |q·k| stays "
-        "flat at every distance: rotating a random key gives just another random key. Whether a trained model's "
-        "scores fade is up to its weights."
+        "The RoPE paper (RoFormer) argues that attention fades with distance. Write pair i of q and of k as a "
+        "complex number, so the score is the real part of a sum of $h_i = \\tilde q_i \\overline{\\tilde k_i}$, "
+        "each turned by the angle $(m-n)\\theta_i$. Summing by parts (Abel summation) moves the distance into the "
+        "partial sums $S_j$ of those turns and bounds $|q\\cdot k|$ by the largest step $|h_j - h_{j-1}|$ times "
+        "$\\sum_j |S_j|$. The distance enters only through $\\sum_j |S_j|$, and that sum shrinks on average as "
+        "m − n grows, because the turns point in more and more scattered directions. **That is a statement about "
+        "the bound, not about the scores.** For random q and k the mean |q·k| stays flat at every distance: "
+        "turning a random key gives just another random key. Whether a trained model's scores fade is up to its "
+        "weights."
     )
-    st.latex(r"q^\top R_{m-n}\,k = \mathrm{Re}\sum_{i=0}^{d/2-1} h_i\, e^{\mathrm{i}(m-n)\theta_i}"
+    st.latex(r"(R_m q)^\top (R_n k) = \mathrm{Re}\sum_{i=0}^{d/2-1} h_i\, e^{\mathrm{i}(m-n)\theta_i}"
              r" = -\mathrm{Re}\sum_{j=1}^{d/2} S_j\,(h_j - h_{j-1}),\qquad S_j = \sum_{i<j} e^{\mathrm{i}(m-n)\theta_i},"
              r"\ h_{d/2} = 0")
-    st.latex(r"\big|q^\top R_{m-n}\,k\big| \le \max_j |h_{j} - h_{j-1}| \sum_{j=1}^{d/2} |S_j|,\qquad "
+    st.latex(r"\big|(R_m q)^\top (R_n k)\big| \le \max_j |h_{j} - h_{j-1}| \sum_{j=1}^{d/2} |S_j|,\qquad "
              r"\text{relative bound} = \frac{\sum_{j=1}^{d/2} |S_j(m-n)|}{\sum_{j=1}^{d/2} |S_j(0)|}"
              r" = \frac{\sum_j |S_j(m-n)|}{\tfrac{d}{4}\left(\tfrac{d}{2}+1\right)}")
     c1, c2 = st.columns(2)
@@ -363,7 +364,7 @@ def decay_panel(source: tuple[Optional[str], str, str]) -> None:
     if model_rel is not None:
         c3.metric("Model |q·k|, far half vs distance 0", f"{model_rel[far].mean():.2f}")
     try_this(
-        "Set d to 128 and b to 10,000 (the paper's setting): the black bound falls to about a third by m − n = 200, "
+        "Set d to 128 and b to 10,000 (the paper's setting): the black bound falls to about a quarter by m − n = 200, "
         "while the blue random curve stays on 1.",
         "Slide the base down to 10: the bound drops within a few positions and then wobbles: the fast pairs "
         "scatter the turns almost at once.",

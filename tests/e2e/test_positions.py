@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from core.analysis import positions as P
-from tests.e2e.conftest import assert_no_exception, chart_z, open_page, screenshot, wait_for_z_change
+from tests.e2e.conftest import SCREENSHOTS, assert_no_exception, chart_z, open_page, screenshot, wait_for_z_change
 
 pytestmark = pytest.mark.e2e
 CHARTS = "[data-testid='stPlotlyChart'] .js-plotly-plot"
@@ -53,3 +53,24 @@ def test_positions_page_in_a_browser(server_url, page):
     assert_no_exception(page)
     path = _full_height_screenshot(page, "positions")
     assert path.stat().st_size > 50_000
+
+
+
+def test_rope_decay_panel_in_a_browser(server_url, page):
+    """The distance-decay section draws the bound, the random mean and induction-rope's own q and k; a link's
+    decay_base and decay_d are used. Screenshot (the section on screen): positions_decay."""
+    open_page(page, server_url, timeout=240_000)
+    open_page(page, f"{server_url}/positions?model=induction-rope&decay_base=10000&decay_d=128", timeout=240_000,
+              last="text=Only the bound says so")
+    assert_no_exception(page)
+    page.wait_for_function(f"() => document.querySelectorAll(\"{CHARTS}\").length >= 6", timeout=60_000)
+    names = page.evaluate(f"() => [...document.querySelectorAll(\"{CHARTS}\")].map(g => (g.data || []).map(t => t.name))"
+                          ".find(n => n.some(x => x && x.startsWith('upper bound')))")
+    assert names == ["upper bound (d = 128)", "random q, k (d = 128)", "induction-rope q, k (its d = 16)"]
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.get_by_text("Head width d (bound and random vectors)").scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / "positions_decay.png"
+    page.screenshot(path=str(path))  # the window only: the section scrolled into view
+    assert path.stat().st_size > 20_000
