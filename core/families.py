@@ -49,3 +49,21 @@ def family_label(arch: str) -> str:
     """A short label such as 'decoder-only, GPT-like'."""
     family = family_of(arch)
     return f"{family.name}, {family.like}-like"
+
+
+@dataclass(frozen=True)
+class SizePreset:
+    """The sizes of a famous model, for the panels that compute sizes or costs."""
+
+    name: str
+    n_layers: str  # as the paper states it (e.g. "6 + 6": encoder + decoder)
+    d_model: int
+    n_heads: int
+    d_head: int
+    d_ff: int
+
+
+SIZE_PRESETS: dict[str, SizePreset] = {
+    "original": SizePreset("the original Transformer (base)", "6 + 6", 512, 8, 64, 2048),
+    "bert-base": SizePreset("BERT-base", "12", 768, 12, 64, 3072),
+}

@@ -20,6 +20,7 @@ from core.analysis.heads.orthogonal import orthogonal_query, softmax
 from core.analysis.heads.subspaces import MATRICES, h_max
 from core.analysis.heads.toy import TOY_FEATURES, TOY_HEADS, TOY_SEED, TOY_STEPS
 from core.analysis.attention import AttentionKind, attention_kinds, axis_tokens
+from core.families import SIZE_PRESETS
 from core.figures import heads as FH
 from core.figures.heatmaps import attention_heatmap
 from core.figures.train import training_curves
@@ -142,6 +143,12 @@ def vocab_labels(task: Task, n: int) -> tuple:
 # ---------------------------------------------------------------------------------------------
 
 
+def set_budget(keys: list[str], d_model: int, d_v: int, n_heads: int) -> None:
+    """A preset button's callback: put a model's sizes into the budget's three boxes."""
+    for key, value in zip(keys, (d_model, d_v, n_heads)):
+        st.session_state[key] = value
+
+
 def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget."""
     cfg = sel.model.cfg
@@ -210,10 +217,17 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
         "model is not changed).")
     st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
              r"\right\rfloor")
+    keys = [f"heads.budget_{name}.{sel.model_id}" for name in ("dmodel", "dv", "h")]
+    presets = st.columns(1 + len(SIZE_PRESETS))
+    presets[0].button("This model's sizes", key="heads.budget_this", on_click=set_budget,
+                      args=(keys, cfg.d_model, cfg.d_head, cfg.n_heads))
+    for col, (name, p) in zip(presets[1:], SIZE_PRESETS.items()):
+        col.button(f"{p.name[0].upper()}{p.name[1:]}: {p.d_model}, {p.n_heads} heads of {p.d_head}",
+                   key=f"heads.budget_{name}", on_click=set_budget, args=(keys, p.d_model, p.d_head, p.n_heads))
     c1, c2, c3 = st.columns(3)
-    d_model = c1.number_input("d_model", 1, 4096, cfg.d_model, key=f"heads.budget_dmodel.{sel.model_id}")
-    d_v = c2.number_input("d_v (width of one head)", 1, 4096, cfg.d_head, key=f"heads.budget_dv.{sel.model_id}")
-    n_heads = c3.number_input("heads h", 1, 64, cfg.n_heads, key=f"heads.budget_h.{sel.model_id}")
+    d_model = c1.number_input("d_model", 1, 4096, cfg.d_model, key=keys[0])
+    d_v = c2.number_input("d_v (width of one head)", 1, 4096, cfg.d_head, key=keys[1])
+    n_heads = c3.number_input("heads h", 1, 64, cfg.n_heads, key=keys[2])
     if d_model // d_v > FH.MAX_BOXES:
         st.caption(f"Only the first {FH.MAX_BOXES} boxes of a row are drawn.")
     st.plotly_chart(budget_fig(int(d_model), int(d_v), int(n_heads)), key="heads.fig_budget", config=PNG)

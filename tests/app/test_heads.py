@@ -142,3 +142,16 @@ def test_toy_head_count_changes_the_figures():
     # back to two heads: the trained toy is kept (no second training), figure as before
     at.segmented_control(key="heads.toy_heads").set_value(2).run()
     assert _chart(at, "heads.fig_toy_match") == two
+
+
+def test_the_budget_presets_load_the_original_and_bert_sizes():
+    from tests.app.conftest import app_at
+    at = app_at("pages/heads.py", {"model": "induction-rope"})
+    assert_ok(at)
+    at.button(key="heads.budget_original").click().run()
+    assert_ok(at)
+    assert any("h_max = ⌊512 / 64⌋ = 8" in c.value for c in at.caption)
+    at.button(key="heads.budget_bert-base").click().run()
+    assert any("h_max = ⌊768 / 64⌋ = 12" in c.value for c in at.caption)
+    at.button(key="heads.budget_this").click().run()
+    assert any("h_max = ⌊64 / 16⌋ = 4" in c.value for c in at.caption)
