@@ -59,6 +59,12 @@ def training_slot(wait: float = SLOT_WAIT_SECONDS) -> Iterator[bool]:
 
 
 @memo(maxsize=64)
+def original_param_count(config: dict, preset: str) -> int:
+    """Parameters of the same design at a famous model's sizes (a memo: the count is the same for everyone)."""
+    return analysis.param_count(analysis.at_original_size(TransformerConfig.from_dict(config), preset))
+
+
+@memo(maxsize=64)
 def param_count(config: dict) -> int:
     """How many numbers a model of this config (`TransformerConfig.to_dict()`) learns; one build per config."""
     return analysis.param_count(TransformerConfig.from_dict(config))

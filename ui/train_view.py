@@ -13,6 +13,7 @@ import streamlit as st
 from core.analysis import train as A
 from core.analysis.train import TrainSettings
 from core.checkpoints import MAX_UPLOAD_BYTES, describe_limits
+from core.families import SIZE_PRESETS
 from core.figures import train as F
 from core.tasks import TASKS, get_task
 from ui import models
@@ -186,6 +187,14 @@ def describe_settings(settings: TrainSettings) -> None:
     st.caption(f"Each head works in d_model / heads = {settings.d_model} / {settings.n_heads} = "
                f"**{settings.d_head}** dimensions · **{n_params:,}** parameters · warm-up **{settings.warmup_steps}** "
                f"steps ({wu}) · batches of **{A.BATCH_SIZE}** fresh examples · at most **{A.MAX_STEPS}** steps per run.")
+    config = settings.config().to_dict()
+    sizes = []
+    for preset, p in SIZE_PRESETS.items():
+        count = R.original_param_count(config, preset)
+        sizes.append(f"at {p.name}'s sizes ({p.n_layers} layers, d_model {p.d_model}, {p.n_heads} heads of "
+                     f"{p.d_head}, d_ff {p.d_ff}) it would have **{count:,}** ({count / n_params:,.0f}×)")
+    st.caption("The same design " + "; ".join(sizes) + ": far too many to train here in a lesson, which is why the "
+               "models in this app are small.")
     if settings.warmup_steps >= settings.steps:
         st.caption(f"The warm-up ({settings.warmup_steps} steps) is as long as the run ({settings.steps}): the "
                    "learning rate never reaches its peak.")

@@ -142,10 +142,22 @@ class TrainSettings:
 def param_count(config: TransformerConfig) -> int:
     """How many numbers a model of this config learns.
 
-    Built with `core.train.init_model`, which seeds only a local generator: torch's global RNG is
-    shared by every thread of the server, so seeding it here would race with other sessions.
-    """
-    return sum(p.numel() for p in init_model(config, seed=0).parameters())
+    Counted on a skeleton built on the meta device: no memory, no random numbers (so it works for
+    the original Transformer's sizes too, and never touches torch's shared generator)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in Transformer(config).parameters())
+
+
+def at_original_size(config: TransformerConfig, preset: str = "original") -> TransformerConfig:
+    """The same design (task, family, positions, norm, score) at a famous model's sizes
+    (core.families.SIZE_PRESETS: the original Transformer base, 6 layers per stack, d_model 512,
+    8 heads of 64, d_ff 2048; or BERT-base)."""
+    from core.families import SIZE_PRESETS
+
+    p = SIZE_PRESETS[preset]
+    layers = int(p.n_layers.split("+")[0])  # "6 + 6": per stack, as TransformerConfig counts them
+    return TransformerConfig(**{**config.to_dict(), "d_model": p.d_model, "n_heads": p.n_heads, "d_head": p.d_head,
+                                "d_mlp": p.d_ff, "n_layers": layers, "max_len": max(config.max_len, 512)})
 
 
 def clamp_number(name: str, value, default):

@@ -435,3 +435,12 @@ def test_a_run_with_every_new_option_trains_and_shows_the_heads_shared_informati
     np.testing.assert_allclose(before2, before)  # same seed, same random start
     assert np.nanmean(after2) < free_mean
     assert any("head diversity λ = 1" in c.value for c in at.caption)
+
+
+def test_the_settings_say_what_the_design_would_cost_at_the_original_sizes():
+    at = page_at(PAGE, query={"task": "reverse", "arch": "encoder-decoder"})
+    assert_ok(at)
+    line = next(c.value for c in at.caption if "original Transformer" in c.value)
+    assert "6 + 6 layers, d_model 512, 8 heads of 64, d_ff 2048" in line and "BERT-base" in line
+    at.number_input(key="train.d_model").set_value(32).run()
+    assert next(c.value for c in at.caption if "original Transformer" in c.value) != line  # the ratio follows

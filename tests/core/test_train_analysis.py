@@ -138,3 +138,18 @@ def test_head_mi_figure_puts_before_and_after_side_by_side_on_one_colour_range()
     assert "nats" in fig.data[0].hovertemplate and fig.layout.xaxis.title.text == "head"
     with pytest.raises(ValueError, match="layer head head"):
         F.head_mi_figure(before, after[:1], (0, 1))
+
+
+def test_parameter_counts_at_the_original_sizes_come_from_a_skeleton_without_memory():
+    from core.analysis.train import at_original_size, param_count
+    from core.config import TransformerConfig
+    from core.train import init_model
+
+    small = TransformerConfig(arch="encoder-decoder", vocab_size=14, d_model=16, n_heads=2, n_layers=1, max_len=16)
+    assert param_count(small) == sum(p.numel() for p in init_model(small, seed=0).parameters())
+    big = at_original_size(small)
+    assert (big.n_layers, big.d_model, big.n_heads, big.d_head, big.d_mlp) == (6, 512, 8, 64, 2048)
+    assert (big.arch, big.pos, big.norm) == (small.arch, small.pos, small.norm)  # the same design
+    per_encoder_layer = 4 * 512 * 512 + 2 * 512 * 2048  # W_Q, W_K, W_V, W_O and the MLP's two matrices
+    assert param_count(big) > 6 * per_encoder_layer + 6 * (per_encoder_layer + 4 * 512 * 512)
+    assert at_original_size(small, "bert-base").d_model == 768
