@@ -56,6 +56,7 @@ class SizePreset:
     """The sizes of a famous model, for the panels that compute sizes or costs."""
 
     name: str
+    short: str  # for a button
     n_layers: str  # as the paper states it (e.g. "6 + 6": encoder + decoder)
     d_model: int
     n_heads: int
@@ -64,6 +65,6 @@ class SizePreset:
 
 
 SIZE_PRESETS: dict[str, SizePreset] = {
-    "original": SizePreset("the original Transformer (base)", "6 + 6", 512, 8, 64, 2048),
-    "bert-base": SizePreset("BERT-base", "12", 768, 12, 64, 3072),
+    "original": SizePreset("the original Transformer (base)", "Original Transformer", "6 + 6", 512, 8, 64, 2048),
+    "bert-base": SizePreset("BERT-base", "BERT-base", "12", 768, 12, 64, 3072),
 }

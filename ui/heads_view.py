@@ -222,7 +222,7 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     presets[0].button("This model's sizes", key="heads.budget_this", on_click=set_budget,
                       args=(keys, cfg.d_model, cfg.d_head, cfg.n_heads))
     for col, (name, p) in zip(presets[1:], SIZE_PRESETS.items()):
-        col.button(f"{p.name[0].upper()}{p.name[1:]}: {p.d_model}, {p.n_heads} heads of {p.d_head}",
+        col.button(f"{p.short}: {p.d_model}, {p.n_heads} × {p.d_head}", help=f"The sizes of {p.name}.",
                    key=f"heads.budget_{name}", on_click=set_budget, args=(keys, p.d_model, p.d_head, p.n_heads))
     c1, c2, c3 = st.columns(3)
     d_model = c1.number_input("d_model", 1, 4096, cfg.d_model, key=keys[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
@@ -64,4 +65,4 @@ def families_table() -> None:
         by_arch.setdefault(entry.get("arch", ""), []).append(entry.get("title", entry["id"]))
     rows = [{"family": f"{f.name} ({f.like}-like)", "attention": f.attention, "suits": f.suits, "bundled models here": ", ".join(by_arch[arch]) or "none"}
             for arch, f in FAMILIES.items()]
-    st.dataframe(rows, hide_index=True, width="stretch", key="home.families")
+    st.table(pd.DataFrame(rows).set_index("family"))  # a plain table: long cells wrap, readable on a projector

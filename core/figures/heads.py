@@ -99,13 +99,13 @@ def effective_rank_bars(eff_rank: np.ndarray, labels: Sequence[str], d_head: int
 def budget_figure(d_model: int, d_v: int, n_heads: int, title: str = "") -> go.Figure:
     """The width budget as a picture: d_model slots, each head taking d_v of them.
 
-    Top row: this model's heads laid side by side (red past d_model: they cannot all be
+    Top row: the h heads asked for, laid side by side (red past d_model: they cannot all be
     orthogonal). Bottom row: the most heads whose value spaces can be pairwise orthogonal,
     h_max = floor(d_model / d_v), and the slots left over.
     """
     h_max = d_model // d_v
     fig = go.Figure()
-    rows = [("this model", n_heads), (f"h_max = {h_max}", h_max)]
+    rows = [(f"h = {n_heads}", n_heads), (f"h_max = {h_max}", h_max)]
     for r, (name, count) in enumerate(rows):
         y = len(rows) - 1 - r
         if count > MAX_BOXES:

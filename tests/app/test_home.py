@@ -55,8 +55,8 @@ def test_home_follows_the_sidebar_model():
 def test_home_names_the_three_families_with_their_bundled_models():
     at = app_at()
     assert_ok(at)
-    table = next(f.value for f in at.dataframe)
-    families = list(table["family"])
+    table = at.table[0].value
+    families = list(table.index)
     assert families == ["encoder-only (BERT-like)", "decoder-only (GPT-like)", "encoder-decoder (T5-like)"]
     listed = " ".join(table["bundled models here"])
     for entry in read_manifest():
