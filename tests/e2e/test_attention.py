@@ -84,18 +84,21 @@ def _array(value) -> np.ndarray:
     return np.asarray(value, dtype=float)
 
 
-def _settled_chart(page, index: int, trace_type: str, timeout_ms: int = 60_000) -> list:
-    """The index-th chart's data once the rerun has settled on a chart of `trace_type` there.
+def _settled_chart(page, index: int, trace_type: str, timeout_ms: int = 60_000, unlike: list | None = None) -> list:
+    """The index-th chart's data once the rerun has settled on a chart of `trace_type` there (and, with
+    `unlike`, once its first trace's y differs from that earlier data: the click's rerun has landed).
 
     While Streamlit replaces a view, the page can briefly hold the old and the new charts side by side,
-    so the n-th chart is only trusted once the run is over and it is the kind of chart expected.
+    and a rerun may not have started yet when a click returns; so the n-th chart is only trusted once
+    the run is over, it is the kind of chart expected, and it is not the chart from before the click.
     """
     step = 250
     data = None
     for _ in range(timeout_ms // step):
         wait_for_run(page)
         data = plotly_data(page, index)
-        if data and data[0].get("type") == trace_type:
+        stale = unlike is not None and data and np.array_equal(_array(data[0]["y"]), _array(unlike[0]["y"]))
+        if data and data[0].get("type") == trace_type and not stale:
             return data
         page.wait_for_timeout(step)
     raise AssertionError(f"chart {index} is {data and data[0].get('type')!r}, not a {trace_type!r} chart")
@@ -150,9 +153,10 @@ def test_slider_and_select_change_the_heatmap(server_url, page):
     assert parse_qs(urlparse(page.url).query)["temp"] == ["0.8"]
 
     # The query select box moves the bar chart to another row of the heatmap.
+    before = _settled_chart(page, 2, "bar")
     page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").get_by_role("combobox").click()
     page.get_by_role("option").nth(3).click()
-    bars = _settled_chart(page, 2, "bar")
+    bars = _settled_chart(page, 2, "bar", unlike=before)
     np.testing.assert_allclose(_array(bars[0]["y"]), z2[3], atol=1e-3)
     assert_no_exception(page)
     _tall_screenshot(page, "attention_head_changed")
