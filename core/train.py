@@ -249,8 +249,8 @@ def init_model(config: TransformerConfig, seed: int = 0, embed_std: Optional[flo
     then replaces the seed), never from torch's process-wide one: that is shared by every thread of
     the server, so two sessions seeding it at once would get each other's draws. The model's own
     initialisers run unchanged, in their order, only drawing from the local generator (see
-    `draws_from`), so the weights are exactly those `torch.manual_seed(seed); Transformer(config)`
-    gives, and the global generator is neither read nor moved.
+    `draws_from`), so the weights are exactly those the old global-seed build of Transformer(config)
+    gave, and the global generator is neither read nor moved.
 
     embed_std: re-draw the token embeddings W_E at this std. The model's default (0.02) makes
     tokens tiny next to a unit-amplitude sinusoidal table, so after LayerNorm a sinusoidal model

@@ -61,7 +61,7 @@ def toy_model(task: TwoLookupTask, seed: int = 0, n_heads: int = 2) -> Transform
 
     core.train.init_model draws every weight from a local generator, never from torch's global
     RNG, which every thread of the server shares: sessions that build at the same time each get
-    their seed's weights (the same ones `torch.manual_seed(seed)` gave, so TOY_SEED keeps its meaning).
+    their seed's weights (the same ones the old global-seed build gave, so TOY_SEED keeps its meaning).
     """
     model = init_model(toy_config(task, n_heads), seed)
     with torch.no_grad():
