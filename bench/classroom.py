@@ -67,6 +67,9 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from streamlit.proto.Slider_pb2 import Slider  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root, for deploy/
+from deploy.cluster import Cluster  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "assets" / "models" / "manifest.json"
 
@@ -76,6 +79,7 @@ FINISHED_EARLY = ForwardMsg.FINISHED_EARLY_FOR_RERUN  # st.rerun(): the next run
 COMPILE_ERROR = ForwardMsg.FINISHED_WITH_COMPILE_ERROR
 MAIN, SIDEBAR = 0, 1  # RootContainer: the first index of a delta_path
 MAX_CACHED_MESSAGE_AGE = 2  # the frontend's default (global.maxCachedMessageAge)
+UPSTREAM_HEADER = "X-Glassbox-Upstream"  # which server answered, behind deploy/cluster.py's nginx
 TRAIN_BUTTON = "train.go"  # the key of the Train page's Train button (ui/train_view.py)
 TRAIN_STEPS = "100"  # trainers' URL setting: a short run
 
@@ -253,7 +257,8 @@ def element_texts(kind: str, el) -> list[str]:
 class Session:
     """One browser tab's worth of Streamlit protocol: a websocket session, its widgets, its cache."""
 
-    def __init__(self, base_url: str, timeout: float):
+    def __init__(self, base_url: str, timeout: float, cookies: Optional[dict[str, str]] = None,
+                 upstreams: Optional[list[str]] = None):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.ws: Optional[websocket.WebSocket] = None
@@ -264,12 +269,27 @@ class Session:
         self.values: dict[str, WidgetState] = {}  # widget id -> the state this client set
         self.cache: dict[str, list] = {}  # message hash -> [serialised ForwardMsg, age]
         self.auto: Optional[tuple[str, float]] = None  # (fragment_id, interval) of a self-rerunning fragment
+        # The browser's cookies, kept across reloaded tabs (the caller passes the same dict), and the
+        # balancer's X-Glassbox-Upstream of every request ("" without a balancer).
+        self.cookies: dict[str, str] = {} if cookies is None else cookies
+        self.upstreams: list[str] = [] if upstreams is None else upstreams
 
     # -- connection ------------------------------------------------------------------------
     def connect(self) -> None:
+        """Load the page's HTML first, as a browser does, keep the cookies it sets (behind the scale-out
+        balancer, the route cookie pins this tab to one server), then open the websocket with them."""
+        if not self.cookies:
+            with urllib.request.urlopen(self.base_url + "/", timeout=self.timeout) as r:
+                for header in r.headers.get_all("Set-Cookie") or []:
+                    name, _, value = header.split(";", 1)[0].partition("=")
+                    self.cookies[name.strip()] = value.strip()
+                self.upstreams.append(r.headers.get(UPSTREAM_HEADER, ""))
         ws_url = "ws" + self.base_url[len("http"):] + "/_stcore/stream"
+        cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items()) or None
         self.ws = websocket.create_connection(ws_url, subprotocols=["streamlit"], origin=self.base_url,
-                                              timeout=self.timeout, enable_multithread=False)
+                                              timeout=self.timeout, enable_multithread=False, cookie=cookie)
+        headers = {k.lower(): v for k, v in (self.ws.getheaders() or {}).items()}
+        self.upstreams.append(headers.get(UPSTREAM_HEADER.lower(), ""))
 
     def close(self) -> None:
         if self.ws is not None:
@@ -529,6 +549,8 @@ class Record:
     train_started: Optional[float] = None
     train_seconds: Optional[float] = None
     train_ticks: int = 0
+    cookies: dict[str, str] = field(default_factory=dict)  # this browser's cookies (the balancer's route)
+    upstreams: list[str] = field(default_factory=list)  # which server answered each HTML load and websocket
     unfinished: Optional[tuple[str, str, float]] = None  # (kind, page, seconds waited) when the run ended
 
 
@@ -640,7 +662,7 @@ class Student(User):
 
     def open_page(self, first: bool) -> None:
         """Connect a new session and open the current page with this student's URL (a new tab)."""
-        self.session = Session(Classroom.base_url, Classroom.rerun_timeout)
+        self.session = Session(Classroom.base_url, Classroom.rerun_timeout, self.record.cookies, self.record.upstreams)
         page = self.page
         t0 = time.perf_counter()
         try:
@@ -815,11 +837,19 @@ def load_average() -> tuple[float, float, float]:
     return float(a), float(b), float(c)
 
 
-class Sampler:
-    """Every second: the server's CPU % (100 = one core busy), RSS and threads, and the load average."""
+def procs_sample(pids: list[int]) -> Optional[tuple[float, float, int]]:
+    """proc_sample summed over several processes (the servers behind a balancer); None if one is gone."""
+    parts = [proc_sample(pid) for pid in pids]
+    if not parts or any(part is None for part in parts):
+        return None
+    return sum(x[0] for x in parts), sum(x[1] for x in parts), sum(x[2] for x in parts)
 
-    def __init__(self, pid: Optional[int]):
-        self.pid = pid
+
+class Sampler:
+    """Every second: the servers' CPU % (100 = one core busy), RSS and threads (summed), and the load average."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
         self.samples: list[tuple[float, Optional[float], Optional[float], Optional[int], float]] = []
         self.greenlet = None
         self.t0 = time.perf_counter()
@@ -832,12 +862,12 @@ class Sampler:
             self.greenlet.kill(block=True, timeout=2)
 
     def _loop(self) -> None:
-        last = proc_sample(self.pid) if self.pid else None
+        last = procs_sample(self.pids)
         last_t = time.perf_counter()
         while True:
             gevent.sleep(1.0)
             now = time.perf_counter()
-            cur = proc_sample(self.pid) if self.pid else None
+            cur = procs_sample(self.pids)
             cpu = rss = threads = None
             if cur is not None and last is not None:
                 cpu = 100 * (cur[0] - last[0]) / (now - last_t)
@@ -900,6 +930,8 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
       f"warm-up page {ms(meta.get('warmup'))}, {os.cpu_count()} cores, "
       f"load average {meta['load_before'][0]:.2f} before / {meta['load_after'][0]:.2f} after "
       f"(1-min; other work on the machine counts in it)")
+    if meta.get("balancer"):
+        p(meta["balancer"])
     all_runs = [r for rec in records for r in rec.runs]
     by_kind = {k: [r[2] for r in all_runs if r[0] == k] for k in ("open", "click", "page", "train", "tick")}
     reruns = [r[2] for r in all_runs if r[0] != "tick"]
@@ -963,6 +995,14 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
       f"{', '.join(sorted(INPUT_PAGES))} pages ({sum(1 for rec in drew if rec.own_main)} of {len(drew)} sessions "
       f"that visited them; views such as Export or the decoder side draw other tokens), and in "
       f"{sum(1 for rec in records if rec.own_url)} of {len(records)} sessions' URLs")
+    routed = [rec for rec in records if any(rec.upstreams)]
+    if routed:
+        servers = sorted({u for rec in routed for u in rec.upstreams if u})
+        moved = [rec for rec in routed if len(set(rec.upstreams)) > 1]
+        p(f"balancer: {len(servers)} servers answered ("
+          + ", ".join(f"{u}: {sum(1 for rec in routed if rec.upstreams[-1] == u)} students" for u in servers)
+          + f"); sticky: {len(routed) - len(moved)} of {len(routed)} students had every HTML load and websocket "
+          f"answered by one server" + (f", {len(moved)} MOVED" if moved else ""))
     for f in foreign[:5]:
         p(f"  foreign: {f}")
     for e in sorted(set(exceptions))[:5]:
@@ -987,7 +1027,7 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
         p(f"server CPU mean {sum(cpus) / len(cpus):.0f}%, peak {max(cpus):.0f}%; RSS {samples[0][2]:.0f} -> "
           f"{samples[-1][2]:.0f} MB (peak {max(s[2] for s in samples):.0f} MB); harness CPU "
           f"{meta['harness_cpu']:.1f} s over the run")
-    elif not meta.get("server_pid"):
+    elif not meta.get("server_pids"):
         p("\n(server CPU / RSS not sampled: attached with --url and no --server-pid)")
     gcs = meta.get("gc_full")
     if gcs:
@@ -1013,6 +1053,7 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
                         "max": max(v) if v else None} for k, v in {"all": reruns, **by_kind}.items()},
         "first_page": {rec.profile.index: rec.first_page for rec in records},
         "exceptions": len(exceptions), "failures": len(failures), "foreign": len(foreign), "unfinished": waiting,
+        "upstreams": {rec.profile.index: rec.upstreams for rec in records},
         "samples": sampler.samples, "browsers": browsers,
     }
 
@@ -1047,6 +1088,8 @@ def parse_args(argv=None):
     ap.add_argument("--real-browsers", type=int, default=0, help="real Chromium pages opened beside them (default 0)")
     ap.add_argument("--url", help="attach to a running server instead of starting one")
     ap.add_argument("--server-pid", type=int, help="with --url: the server's PID, to sample its CPU and RSS")
+    ap.add_argument("--cluster", type=int, default=0, metavar="K",
+                    help="start K servers behind nginx with sticky sessions (deploy/cluster.py) instead of one")
     ap.add_argument("--post-script-gc", choices=["config", "on", "off"], default="config",
                     help="pass --runner.postScriptGC true/false to streamlit run (default: .streamlit/config.toml)")
     ap.add_argument("--server-arg", action="append", default=[],
@@ -1061,6 +1104,8 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.students < 1 or args.seconds <= 0:
         ap.error("--students must be at least 1 and --seconds positive")
+    if args.cluster and args.url:
+        ap.error("--cluster starts its own servers: leave out --url")
     return args
 
 
@@ -1069,16 +1114,27 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     workdir = Path(tempfile.mkdtemp(prefix="classroom-"))
     server = None
+    cluster = None
     browsers_proc = None
     meta: dict = {"students": args.students, "seconds": args.seconds, "trainers": min(args.trainers, args.students),
                   "gc": {"on": "on (true)", "off": "off (false)", "config": "as in .streamlit/config.toml"}[args.post_script_gc],
                   "load_before": load_average()}
     try:
         if args.url:
-            url, pid = args.url.rstrip("/"), args.server_pid
+            url, pids = args.url.rstrip("/"), [args.server_pid] if args.server_pid else []
             if not health(url):
                 print(f"{url}/_stcore/health does not answer ok", file=sys.stderr)
                 return 2
+        elif args.cluster:
+            extra = list(args.server_arg)
+            if args.post_script_gc != "config":
+                extra += ["--runner.postScriptGC", "true" if args.post_script_gc == "on" else "false"]
+            cluster = Cluster(servers=args.cluster, streamlit_args=extra, workdir=workdir)
+            t0 = time.perf_counter()
+            cluster.start(timeout=120)
+            meta["server_start"] = time.perf_counter() - t0
+            url, pids = cluster.url, [p.pid for p in cluster.procs]
+            meta["balancer"] = f"nginx in front of {args.cluster} servers ({', '.join(cluster.upstream_urls)})"
         else:
             extra = list(args.server_arg)
             if args.post_script_gc != "config":
@@ -1086,10 +1142,11 @@ def main(argv=None) -> int:
             gc_path = workdir / "gc.json" if args.gc_stats else None
             server = Server(extra, workdir / "streamlit.log", gc_path)
             meta["server_start"] = server.start(timeout=60)
-            url, pid = server.url, server.proc.pid
-        meta["url"], meta["server_pid"] = url, pid
-        if not args.cold:
-            meta["warmup"] = warm_up(url, args.first_timeout)
+            url, pids = server.url, [server.proc.pid]
+        meta["url"], meta["server_pids"] = url, pids
+        if not args.cold:  # the teacher's visit; behind the balancer, one to each server directly
+            targets = cluster.upstream_urls if cluster is not None else [url]
+            meta["warmup"] = max(warm_up(target, args.first_timeout) for target in targets)
 
         Classroom.profiles = make_profiles(args.students, meta["trainers"], args.seed)
         Classroom.records = {}
@@ -1103,7 +1160,7 @@ def main(argv=None) -> int:
         Classroom.students = []
         Classroom.start_gate = gevent.event.Event()
 
-        sampler = Sampler(pid)
+        sampler = Sampler(pids)
         sampler.start()
         harness_cpu0 = sum(os.times()[:2])
         env = Environment(user_classes=[Student], events=events, host=url)
@@ -1167,6 +1224,8 @@ def main(argv=None) -> int:
             browsers_proc.kill()
         if server is not None:
             server.stop()
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

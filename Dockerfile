@@ -1,0 +1,28 @@
+# One Glassbox server: docker build -t glassbox . && docker run -p 8501:8501 glassbox
+# For a class too big for one process, run several of these behind a balancer with sticky
+# sessions: deploy/CLUSTER.md.
+FROM python:3.11-slim-bookworm
+
+WORKDIR /app
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1
+
+# torch's CPU build from PyTorch's own index first: from PyPI, Linux gets the CUDA build with
+# gigabytes of libraries. For a GPU image, use an NVIDIA CUDA base image and the cu128 index (README).
+RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+COPY requirements.txt .
+RUN pip install -r requirements.txt
+
+COPY app.py ./
+COPY .streamlit .streamlit
+COPY core core
+COPY ui ui
+COPY pages pages
+COPY assets assets
+
+RUN useradd --create-home glassbox
+USER glassbox
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+     "--server.headless=true", "--server.fileWatcherType=none"]

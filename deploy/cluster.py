@@ -1,0 +1,191 @@
+"""Several Glassbox servers behind nginx with sticky sessions, on one machine.
+
+Starts K `streamlit run app.py` processes on free 127.0.0.1 ports, waits until each answers
+/_stcore/health, writes deploy/nginx.conf.template filled in for them into a scratch folder and
+runs nginx (Debian's `nginx` package; no root needed) in front of them. Ctrl-C or SIGTERM stops
+everything by PID.
+
+    apt-get install -y nginx
+    python deploy/cluster.py --servers 3 --port 8080            # students open http://HOST:8080
+    python deploy/cluster.py --servers 3 --port 8080 --listen 0.0.0.0
+
+Why several processes: one Python process runs one student's script at a time per core at best
+(the interpreter lock), so a bigger class needs more processes, each with its own copy of the
+models (about 0.4 GB each at rest). See the README's "Many classrooms" for the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
+ROUTE_COOKIE = "glassbox_route"
+UPSTREAM_HEADER = "X-Glassbox-Upstream"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nginx_config(prefix: Path, listen: str, upstream_ports: list[int]) -> str:
+    """The template with its fields filled: scratch paths, the listen address, one server line per port."""
+    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in upstream_ports)
+    text = TEMPLATE.read_text()
+    for name, value in (("prefix", str(prefix)), ("listen", listen), ("servers", servers)):
+        text = text.replace("{{" + name + "}}", value)
+    if "{{" in text:
+        raise ValueError("the nginx template has a field this script does not fill")
+    return text
+
+
+def healthy(url: str, timeout: float = 2.0) -> bool:
+    """Whether a server answers ok on /_stcore/health."""
+    try:
+        with urllib.request.urlopen(url + "/_stcore/health", timeout=timeout) as r:
+            return r.read().decode().strip() == "ok"
+    except OSError:
+        return False
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float, log: Path) -> None:
+    """Wait until `url` is healthy; raise with the end of its log if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not healthy(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{url} did not become healthy:\n{tail}")
+        time.sleep(0.25)
+
+
+@dataclass
+class Cluster:
+    """K app servers and one nginx; `start()` then `url`; `stop()` ends every process it started."""
+
+    servers: int = 2
+    port: int = 0  # 0: a free port
+    listen_host: str = "127.0.0.1"
+    streamlit_args: list[str] = field(default_factory=list)
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="glassbox-cluster-")))
+    upstream_ports: list[int] = field(default_factory=list)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    nginx: Optional[subprocess.Popen] = None
+    cookie_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.listen_host in ("0.0.0.0", "") else self.listen_host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def upstream_urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{p}" for p in self.upstream_ports]
+
+    def start(self, timeout: float = 120.0) -> "Cluster":
+        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+        if nginx is None:
+            raise RuntimeError("nginx is not installed (Debian: apt-get install -y nginx)")
+        if self.servers < 1:
+            raise ValueError("at least one server")
+        self.port = self.port or free_port()
+        try:
+            for i in range(self.servers):
+                self._start_app(i)
+            for i, (url, proc) in enumerate(zip(self.upstream_urls, self.procs)):
+                wait_healthy(url, proc, timeout, self.workdir / f"app{i}.log")
+            self._start_nginx(nginx, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_app(self, i: int) -> None:
+        port = free_port()
+        log = (self.workdir / f"app{i}.log").open("wb")
+        # One cookie secret for all servers (in the environment, not on the command line where `ps`
+        # shows it): a browser moved to another server when its own one died keeps a valid XSRF cookie.
+        env = dict(os.environ, STREAMLIT_SERVER_COOKIE_SECRET=self.cookie_secret)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.address", "127.0.0.1", "--server.port", str(port),
+             "--server.fileWatcherType", "none", *self.streamlit_args],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+        )
+        self.upstream_ports.append(port)
+        self.procs.append(proc)
+
+    def _start_nginx(self, nginx: str, timeout: float) -> None:
+        prefix = self.workdir / "nginx"
+        prefix.mkdir(exist_ok=True)
+        conf = prefix / "nginx.conf"
+        conf.write_text(nginx_config(prefix, f"{self.listen_host}:{self.port}", self.upstream_ports))
+        check = subprocess.run([nginx, "-t", "-q", "-p", str(prefix), "-c", str(conf)],
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"nginx rejected its configuration:\n{check.stderr}")
+        self.nginx = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"],
+                                      stdout=subprocess.DEVNULL, stderr=(prefix / "stderr.log").open("wb"))
+        wait_healthy(self.url, self.nginx, timeout, prefix / "error.log")
+
+    def stop(self) -> None:
+        """Stop nginx, then every app server, by PID (terminate, then kill after 10 s)."""
+        for proc in ([self.nginx] if self.nginx else []) + self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in ([self.nginx] if self.nginx else []) + self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--servers", type=int, default=2, help="app processes behind nginx (default 2)")
+    ap.add_argument("--port", type=int, default=8080, help="the port students open (default 8080)")
+    ap.add_argument("--listen", default="127.0.0.1", help="address nginx listens on (0.0.0.0 for a classroom)")
+    ap.add_argument("--server-arg", action="append", default=[], help="extra argument for each streamlit run")
+    args = ap.parse_args(argv)
+    if not 1 <= args.servers <= 64:
+        ap.error("--servers must be between 1 and 64")
+    cluster = Cluster(servers=args.servers, port=args.port, listen_host=args.listen, streamlit_args=args.server_arg)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # turns SIGTERM into the finally below
+    try:
+        cluster.start()
+        print(f"{args.servers} servers ({', '.join(cluster.upstream_urls)}) behind nginx at {cluster.url}; "
+              f"logs in {cluster.workdir}. Ctrl-C stops all.", flush=True)
+        while all(p.poll() is None for p in cluster.procs + [cluster.nginx]):
+            time.sleep(1)
+        print("a process exited; stopping the rest", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
