@@ -304,8 +304,17 @@ def time_sweep(s: Setting, progress: Progress = None) -> dict:
                 done += 1
     if progress is not None:
         progress(1.0, "done")
-    return {"ns": list(s.ns), "ms": ms, "d_model": s.d_model, "n_heads": s.n_heads, "block": s.block,
-            "repeats": s.repeats, **_stamp(s)}
+    return {"ns": list(s.ns), "ms": ms, "rnn_steps": [count_rnn_steps(n) for n in s.ns], "d_model": s.d_model,
+            "n_heads": s.n_heads, "block": s.block, "repeats": s.repeats, **_stamp(s)}
+
+
+def count_rnn_steps(n: int) -> int:
+    """Steps the recurrent layer really takes over n positions, counted as it runs (width 4: the count
+    does not depend on the width)."""
+    steps: list[int] = []
+    with torch.no_grad():
+        rnn_layer(torch.zeros(1, n, 4), recurrent_weights(4, torch.Generator().manual_seed(0)), on_step=steps.append)
+    return len(steps)
 
 
 def _training_step(method: str, s: Setting, n: int, generator: torch.Generator) -> Callable[[], None]:
