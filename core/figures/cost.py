@@ -12,7 +12,8 @@ from plotly.subplots import make_subplots
 from core.figures.masks import FONT, LEGEND_BELOW, _title
 
 COLOURS = {"explicit": "#D55E00", "fused SDPA": "#CC79A7", "block-sparse": "#0072B2", "chunked": "#009E73",
-           "RNN": "#222222", "attention": "#D55E00", "patterns": "#7f8fa6"}  # Okabe-Ito: colour-blind safe
+           "RNN": "#222222", "attention": "#D55E00", "patterns": "#7f8fa6",
+           "kept patterns": "#CC79A7"}  # Okabe-Ito: colour-blind safe
 DASHES = {"RNN": "dot", "patterns": "dash"}
 
 
@@ -108,7 +109,7 @@ def preset_chart(rows: Sequence[Mapping], title: str = "") -> go.Figure:
                         subplot_titles=("GFLOP of one layer", "kept for the backward pass, MiB"))
     lines = ((1, "attention GFLOP (one layer)", "attention: 4n²d", "attention"),
              (1, "RNN GFLOP (one layer)", "RNN: 4nd²", "RNN"),
-             (2, "patterns kept, MiB (all maps)", "every pattern: h·n² per map", "explicit"),
+             (2, "patterns kept, MiB (all maps)", "every pattern: h·n² per map", "kept patterns"),
              (2, "chunked keeps, MiB (all maps)", "chunked: linear in n", "chunked"))
     for col, key, name, colour in lines:
         fig.add_trace(go.Scatter(x=x, y=[r[key] for r in rows], name=name, mode="lines+markers",
