@@ -147,16 +147,23 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_ms(fn: Callable[[], object], repeats: int, device: torch.device = torch.device("cpu")) -> float:
-    """Median of ``repeats`` timed calls after one warm-up, in milliseconds (robust to a busy neighbour)."""
+def median_ms(fn: Callable[[], object], repeats: int, device: torch.device = torch.device("cpu"),
+              min_sample_s: float = 0.002) -> float:
+    """Median of ``repeats`` timed samples after one warm-up, in milliseconds per call (a median is robust
+    to a busy neighbour). A call shorter than ``min_sample_s`` is repeated within each sample, as timeit
+    does, so the clock's resolution and one interruption weigh little."""
+    start = time.perf_counter()
     fn()
     _sync(device)
+    first = time.perf_counter() - start
+    calls = max(1, min(100, math.ceil(min_sample_s / max(first, 1e-7))))
     times = []
     for _ in range(max(1, repeats)):
         start = time.perf_counter()
-        fn()
+        for _ in range(calls):
+            fn()
         _sync(device)
-        times.append(time.perf_counter() - start)
+        times.append((time.perf_counter() - start) / calls)
     return statistics.median(times) * 1000.0
 
 
