@@ -145,6 +145,8 @@ def _sync(device: torch.device) -> None:
     """Wait for queued GPU work (a CPU call has finished when it returns)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device = torch.device("cpu"),

@@ -152,6 +152,21 @@ def test_memory_grows_linearly_for_chunked_and_quadratically_for_explicit():
     assert explicit[-1] > 4 * chunked[-1]
 
 
+def test_forward_memory_is_linear_for_chunked_and_quadratic_for_explicit():
+    ns = (64, 128, 256, 512)
+
+    def forward_peak(fn, n):
+        q, k, v = qkv(batch=1, heads=2, n_q=n, n_k=n, d=8, d_v=8)
+        with torch.no_grad(), PeakLiveBytes() as tracker:
+            fn(q, k, v)
+        return tracker.peak
+
+    chunked = [forward_peak(lambda q, k, v: chunked_attention(q, k, v, block_size=16), n) for n in ns]
+    explicit = [forward_peak(explicit_attention, n) for n in ns]
+    assert abs(fit_loglog(ns, chunked)[0] - 1.0) < 0.1
+    assert fit_loglog(ns, explicit)[0] > 1.8
+
+
 def test_rnn_runs_one_sequential_step_per_position():
     weights = recurrent_weights(16, torch.Generator().manual_seed(0))
     x = torch.randn(2, 23, 16, generator=torch.Generator().manual_seed(1))  # [batch pos d_model]
