@@ -61,6 +61,8 @@ PAGES: list[PageInfo] = [
              "Decide who may attend to whom, and read a mask as a graph."),
     PageInfo("pages/depth.py", "Depth", ":material/layers:", "depth", "Look inside",
              "Stacking layers: residual paths, layer norm placement and how far information travels."),
+    PageInfo("pages/cost.py", "Cost", ":material/speed:", "cost", "Look inside",
+             "Attention against recurrence, timed on this machine, and attention without the n × n matrix."),
     PageInfo("pages/train.py", "Train", ":material/model_training:", "train", "Build",
              "Train a small Transformer on a toy task and watch its attention form."),
 ]

@@ -1,0 +1,31 @@
+"""Cost: attention against recurrence, measured on this machine, and attention without the n x n matrix.
+
+Thin page: the sidebar (for the device), the idea, the sweep's controls, then ui.cost_view's panels in
+reading order (time, sequential steps and path length, memory, famous models' sizes), which call
+ui.cost_runs, core.analysis.cost, core.kernels and core.figures.cost.
+"""
+
+from __future__ import annotations
+
+from ui import cost_view as V
+from ui.page import header
+from ui.sidebar import shared_sidebar
+
+sel = shared_sidebar()
+V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title
+header(
+    "Cost: what attention costs",
+    "Transformers replaced recurrent networks for three reasons that can be measured. A self-attention layer "
+    "does n²·d work against the recurrent layer's n·d², so it is cheaper while the input is shorter than the "
+    "width. It does all of that work in one step, where a recurrence needs n steps in a row. And any two "
+    "positions are one hop apart, where a recurrence passes information along n steps. The price is the n×n "
+    "matrix of scores: memory that grows with the square of the input, unless attention is computed in chunks "
+    "that never hold it whole. Every curve below is measured here, on this machine, while you watch.",
+    r"\underbrace{O(n^2 d)}_{\text{attention}} \text{ vs } \underbrace{O(n d^2)}_{\text{RNN}} \qquad "
+    r"\text{steps: } O(1) \text{ vs } O(n) \qquad \text{path: } O(1) \text{ vs } O(n)",
+)
+setting = V.controls(sel)
+sweep = V.time_panel(setting)
+V.steps_panel(sweep)
+V.memory_panel(setting)
+V.presets_panel(setting)

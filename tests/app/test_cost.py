@@ -1,0 +1,116 @@
+"""AppTest for the Cost page: one test per panel with a widget change that changes its figure, the
+URL written back and bad URL values reported, CSV exports, the link to the Depth page, and a fresh
+measurement on request. Sweeps stay short (longest n = 128 through the URL) so a run takes seconds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.app.conftest import app_at, assert_ok, decode_array, plotly_specs
+
+PAGE = "pages/cost.py"
+SHORT = {"nmax": "128"}  # n = 32, 64, 128
+
+
+def chart(at, title: str) -> dict:
+    """The plotly spec whose title starts with `title`."""
+    for spec in plotly_specs(at):
+        text = (spec["layout"].get("title") or {}).get("text") or ""
+        if text.startswith(title):
+            return spec
+    raise AssertionError(f"no chart titled {title!r}: {[s['layout'].get('title') for s in plotly_specs(at)]}")
+
+
+def trace(spec: dict, name_start: str) -> dict:
+    return next(t for t in spec["data"] if t.get("name", "").startswith(name_start))
+
+
+def xs(t: dict) -> np.ndarray:
+    return np.asarray(decode_array(t["x"]), dtype=np.float64)
+
+
+def ys(t: dict) -> np.ndarray:
+    return np.asarray(decode_array(t["y"]), dtype=np.float64)
+
+
+@pytest.fixture(scope="module")
+def opened():
+    at = app_at(PAGE, dict(SHORT))
+    assert_ok(at)
+    return at
+
+
+def test_page_draws_every_panel_with_its_exports(opened):
+    headers = [h.value for h in opened.header]
+    assert [h[:2] for h in headers] == ["1.", "2.", "3.", "4."]
+    assert len(opened.get("plotly_chart")) == 4
+    assert len(opened.get("download_button")) == 5  # slopes, times, steps, memory, preset counts
+    assert any("Measured on this machine" in c.value for c in opened.caption)
+    assert opened.query_params["nmax"] == ["128"] or opened.query_params["nmax"] == "128"
+
+
+def test_time_panel_d_moves_the_predicted_crossover():
+    at = app_at(PAGE, dict(SHORT))
+    spec = chart(at, "measured: d = 64")
+    assert xs(trace(spec, "predicted crossover"))[0] == 64
+    names = [t["name"] for t in spec["data"]]
+    assert any(n.startswith("explicit: slope") and "(predicted 2)" in n for n in names)
+    assert any(n.startswith("RNN: slope") and "(predicted 1)" in n for n in names)
+    at.select_slider(key="cost.d").set_value(128).run()
+    assert_ok(at)
+    assert xs(trace(chart(at, "measured: d = 128"), "predicted crossover"))[0] == 128
+    assert at.metric[0].value == "128"
+
+
+def test_steps_panel_counts_grow_with_the_longest_n():
+    at = app_at(PAGE, {"nmax": "64"})
+    spec = chart(at, "one layer")
+    assert ys(trace(spec, "RNN"))[-1] == 64
+    at.selectbox(key="cost.nmax").set_value(128).run()
+    assert_ok(at)
+    spec = chart(at, "one layer")
+    rnn, attention = ys(trace(spec, "RNN")), ys(trace(spec, "attention"))
+    np.testing.assert_array_equal(rnn[:3], [32, 64, 128])
+    assert np.all(attention == 1)
+    assert at.get("page_link"), "the Depth page's layers-needed model is linked, not copied"
+
+
+def test_memory_panel_more_heads_more_pattern_memory():
+    at = app_at(PAGE, dict(SHORT))
+    before = chart(at, "measured peak of one training step: 4 heads")
+    at.segmented_control(key="cost.heads").set_value(8).run()
+    assert_ok(at)
+    after = chart(at, "measured peak of one training step: 8 heads")
+    np.testing.assert_allclose(ys(trace(after, "h·n²")), 2 * ys(trace(before, "h·n²")))
+    assert np.all(ys(trace(after, "explicit")) > ys(trace(before, "explicit")))
+    explicit, chunked = ys(trace(after, "explicit")), ys(trace(after, "chunked"))
+    assert explicit[-1] / explicit[0] > chunked[-1] / chunked[0]  # quadratic outgrows linear
+
+
+def test_presets_panel_switches_to_bert_base():
+    at = app_at(PAGE, dict(SHORT))
+    original = chart(at, "the original Transformer")
+    at.segmented_control(key="cost.preset").set_value("bert-base").run()
+    assert_ok(at)
+    bert = chart(at, "BERT-base")
+    ratio = ys(trace(bert, "attention"))[0] / ys(trace(original, "attention"))[0]
+    assert ratio == pytest.approx(768 / 512)
+    assert at.query_params["preset"] in (["bert-base"], "bert-base")
+
+
+def test_measure_again_takes_a_fresh_measurement():
+    at = app_at(PAGE, dict(SHORT))
+    stamp = at.session_state["cost.run"]
+    at.button(key="cost.remeasure").click().run()
+    assert_ok(at)
+    assert at.session_state["cost.run"] == stamp + 1
+
+
+@pytest.mark.parametrize("query", [{"d": "7", "nmax": "99999999"}, {"heads": "three", "b": "-4", "nmax": "128"},
+                                   {"preset": "<script>", "nmax": "128"}])
+def test_bad_url_values_are_reported_and_replaced(query):
+    at = app_at(PAGE, query)
+    assert_ok(at)
+    assert at.warning or at.error
+    assert len(at.get("plotly_chart")) == 4

@@ -1,0 +1,293 @@
+"""The Cost page's panels: time against n for attention and a recurrent layer, sequential steps and
+path length, the memory of training, and the same counts at famous models' sizes.
+pages/cost.py calls them in reading order.
+
+The measuring is core.analysis.cost's, cached per device and setting in ui.cost_runs; the figures
+come from core.figures.cost.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from core.analysis import cost as A
+from core.families import SIZE_PRESETS
+from ui import cost_runs as R
+from ui.page import try_this
+from ui.params import Choice, Params
+from ui.sidebar import Selection
+
+D_CHOICES = (16, 32, 64, 128, 256, 512)
+HEAD_CHOICES = (1, 2, 4, 8)
+BLOCK_CHOICES = (8, 16, 32, 64)
+NMAX_CHOICES = (64, 128, 256, 512, 1024, 2048)  # 2,048: a training step of explicit attention stays < 1 GB
+N_MIN = 32
+PRESET_NS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+TAIL_POINTS = 3  # slopes are fitted over the largest three n, where per-call overheads matter least
+RUN_KEY, REMEASURE_KEY = "cost.run", "cost.remeasure"
+
+URL = Params(
+    "cost",
+    Choice("d", 64, choices=D_CHOICES),
+    Choice("heads", 4, choices=HEAD_CHOICES),
+    Choice("b", 32, choices=BLOCK_CHOICES),
+    Choice("nmax", 1024, choices=NMAX_CHOICES),
+    Choice("preset", "original", choices=tuple(SIZE_PRESETS)),
+)
+
+
+def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
+    """lo, 2 lo, 4 lo, ... up to hi: the sequence lengths of a sweep."""
+    out, n = [], lo
+    while n <= hi:
+        out.append(n)
+        n *= 2
+    return tuple(out)
+
+
+def seed_url(sel: Selection) -> None:
+    """Read the page's URL parameters before the title, so what was wrong with them shows under it."""
+    for param in URL:
+        param.seed()
+
+
+def controls(sel: Selection) -> A.Setting:
+    """The sweep's controls in one row: width d, heads, block b and the longest n."""
+    st.markdown(f"**What is measured, on this machine's `{sel.device}`.** Every figure below marked *measured* "
+                "was timed or counted here, in this process; nothing is copied from a paper.")
+    c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
+    d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)",
+                     help="Attention costs about n²·d, the recurrent layer n·d²: d moves the crossover.")
+    heads = URL.heads.widget(c2.segmented_control, "heads h", required=True, format_func=str,
+                             help="d is split over h heads of d/h; memory of the patterns grows with h.")
+    b = URL.b.widget(c3.segmented_control, "block b", required=True, format_func=str,
+                     help="Block size of block-sparse attention and of the chunked attention's key blocks.")
+    nmax = URL.nmax.widget(c4.selectbox, "longest n", format_func=lambda n: f"{n:,}",
+                           help="The sweep doubles n from 32 up to this.")
+    return A.Setting(ns=powers_of_two(N_MIN, nmax), d_model=d, n_heads=heads, block=b, device=sel.device)
+
+
+def with_progress(fn, *args, label: str):
+    """fn(*args), kept for every session; the first time with a progress bar while it measures."""
+    if fn.has(*args):
+        return fn(*args)
+    bar = st.progress(0.0, text=label)
+    token = R.SWEEP_PROGRESS.set(lambda fraction, text: bar.progress(min(1.0, fraction), text=f"{label}: {text}"))
+    try:
+        return fn(*args)
+    finally:
+        R.SWEEP_PROGRESS.reset(token)
+        bar.empty()
+
+
+def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
+    """A CSV export of one measured table."""
+    st.download_button(label, pd.DataFrame(rows).to_csv(index=False).encode(), file_name=f"glassbox-cost-{name}.csv",
+                       mime="text/csv", icon=":material/table:", key=f"cost.csv.{name}", on_click="ignore")
+
+
+def stamp(sweep: dict) -> str:
+    """Where and when a sweep was measured."""
+    where = "this machine's CPU, one thread" if sweep["device"] == "cpu" else f"this machine's {sweep['device']}"
+    return f"Measured on {where}, {sweep['measured_at']}."
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Time against n
+# ---------------------------------------------------------------------------------------------
+
+
+def time_panel(s: A.Setting) -> dict:
+    """Section 1: measured time of every method against n, fitted slopes, and the attention-vs-RNN crossover."""
+    st.header("1. Time: n²·d against n·d²")
+    st.markdown(
+        "A self-attention layer compares every position with every other: n² scores of width d, so doubling the "
+        "input quadruples the work. A recurrent layer does one d×d step per position: n·d². Attention is the "
+        "cheaper of the two while n < d, and for sentences (n of a few hundred, d of 512 or more) it usually is. "
+        "Below, five ways to compute one layer are timed here for n from 32 to "
+        f"{s.ns[-1]:,}: the textbook **explicit** attention that builds the n×n matrix, PyTorch's **fused** "
+        "`scaled_dot_product_attention`, **block-sparse** attention with blocks of b (n·b·d work), our "
+        "**chunked** attention that never holds the n×n matrix (same n²·d work, less memory), and a tanh **RNN** "
+        "of width d run one position after another. On log-log axes a cost of n^p is a straight line of slope p."
+    )
+    st.latex(r"\text{attention: } O(n^2 d) \qquad \text{recurrent: } O(n\, d^2) \qquad "
+             r"\frac{n^2 d}{n\, d^2} = \frac{n}{d} \;\Rightarrow\; \text{crossover at } n = d")
+    run = st.session_state.setdefault(RUN_KEY, 0)
+    sweep = with_progress(R.time_sweep, s, run, label="Timing five attention layers and an RNN")
+    slopes = {m: A.tail_slope(sweep["ns"], sweep["ms"][m], TAIL_POINTS) for m in A.METHODS}
+    measured = A.crossover(sweep["ns"], sweep["ms"][A.EXPLICIT], sweep["ms"][A.RNN])
+    m1, m2, m3 = st.columns(3)
+    m1.metric("predicted crossover (n = d)", f"{s.d_model:,}")
+    m2.metric("measured crossover: explicit vs RNN", "none in range" if measured is None else f"n ≈ {measured:,.0f}",
+              help="Where the explicit attention line rises above the RNN line (interpolated on log-log axes).")
+    advantage = sweep["ms"][A.EXPLICIT][-1] / sweep["ms"][A.FUSED][-1]
+    m3.metric(f"fused kernel's advantage at n = {s.ns[-1]:,}", f"{advantage:.1f}×",
+              help="Explicit time divided by fused scaled_dot_product_attention time.")
+    st.plotly_chart(R.time_figure(sweep["ns"], sweep["ms"], slopes, A.PREDICTED_TIME_SLOPE, s.d_model, measured,
+                                  title=f"measured: d = {s.d_model}, {s.n_heads} heads of {s.d_head}, b = {s.block}"),
+                    key="cost.chart.time")
+    if measured is None:
+        cheaper = sweep["ms"][A.EXPLICIT][-1] < sweep["ms"][A.RNN][-1]
+        st.info(f"The lines do not cross between n = {s.ns[0]} and {s.ns[-1]:,}: "
+                + ("attention stays cheaper over the whole range." if cheaper else
+                   "the RNN is cheaper over the whole range."))
+    st.caption(stamp(sweep) + f" Median of {sweep['repeats']} calls each, batch 1, after one warm-up call. "
+               "Attention here is the core only (scores, softmax, weighted sum), without the q, k, v and output "
+               "projections, which cost n·d² like the RNN. Slopes are fitted over the largest three n. The RNN pays a "
+               "fixed Python and dispatch cost on every step, which the n·d² count leaves out, so the measured "
+               "crossover sits above n = d: constants matter as well as exponents. Where the n×n matrix stops fitting "
+               "in the CPU's cache, explicit attention jumps, and its slope over that stretch comes out above 2.")
+    if s.device == "cuda":
+        st.info(f"On the GPU the fused kernel never writes the n×n matrix to memory: here it is {advantage:.1f}× "
+                "faster than the explicit computation at the longest n, and the step-by-step RNN waits for one "
+                "tiny kernel launch per position.")
+    slope_rows = A.slope_table(sweep, TAIL_POINTS)
+    st.dataframe(pd.DataFrame(slope_rows).style.format({"fitted slope": "{:.2f}", "predicted slope": "{:g}"}),
+                 hide_index=True)
+    download(slope_rows, "slopes", "Download slopes (CSV)")
+    table = A.time_table(sweep)
+    st.dataframe(pd.DataFrame(table).style.format({c: "{:.3g}" for c in table[0] if c != "n"}),
+                 hide_index=True, width="stretch")
+    download(table, "time", "Download times (CSV)")
+    if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
+        st.session_state[RUN_KEY] = run + 1
+        st.rerun()
+    try_this(
+        "Move d from 64 to 256: the predicted crossover (grey dashes) moves right with d. Does the measured one?",
+        "Read the slopes: explicit, fused and chunked should be near 2, block-sparse and the RNN near 1. Which "
+        "line bends at small n, where fixed overheads hide the power law?",
+        "Compare chunked with explicit: the same n²·d work, so the same slope; it pays a Python loop over key "
+        "blocks. Its gain is memory (section 3), not time.",
+        "Press **Measure again** and see how much the times move on a shared machine; the slopes move less.",
+    )
+    return sweep
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Sequential steps and path length
+# ---------------------------------------------------------------------------------------------
+
+
+def depth_link() -> None:
+    """A link to the Depth page's layers-needed model (its URL when the page runs without navigation)."""
+    try:
+        st.page_link("pages/depth.py", label="Depth, section 4: how many layers until the last token hears the "
+                                              "first", icon=":material/layers:")
+    except StreamlitAPIException:  # st.page_link needs st.navigation's pages; run alone, use the URL
+        st.markdown("See the **Depth** page (`/depth`), section 4, for how many layers it takes.")
+
+
+def steps_panel(sweep: dict) -> None:
+    """Section 2: sequential operations and the longest path of one layer, RNN against attention."""
+    st.header("2. Waiting and distance: sequential steps and path length")
+    st.markdown(
+        "Time on one core is not the whole story. An RNN cannot start position t before position t − 1 is done, "
+        "so a layer is n steps in a row, however many cores wait idle. Attention computes every pair at once: one "
+        "step, spread over as many cores as there are. The same holds for distance: what position 0 says reaches "
+        "position n − 1 through n − 1 applications of the RNN cell, each a chance to fade, but through one hop in "
+        "any attention layer whose mask lets the pair attend. The RNN counts below were **counted** while it ran."
+    )
+    st.latex(r"\text{sequential steps: RNN } O(n),\ \text{attention } O(1) \qquad "
+             r"\text{path length: RNN } O(n),\ \text{attention } O(1)")
+    ns = sweep["ns"]
+    rows = A.steps_table(ns)
+    for row, counted in zip(rows, sweep["rnn_steps"]):
+        row["RNN sequential steps"] = counted
+    st.plotly_chart(R.steps_figure(ns, [r["RNN sequential steps"] for r in rows],
+                                   [r["attention sequential steps"] for r in rows],
+                                   [r["RNN longest path"] for r in rows], [r["attention longest path"] for r in rows],
+                                   title=f"one layer, n from {ns[0]} to {ns[-1]:,}"), key="cost.chart.steps")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    download(rows, "steps", "Download steps (CSV)")
+    st.markdown("With a mask that limits who may attend (a window, blocks), one layer no longer links every pair, "
+                "and it takes several layers to connect the ends. The Depth page measures how many:")
+    depth_link()
+    try_this(
+        "Raise the longest n in the controls: the RNN's steps double with every n, attention's stay at 1.",
+        "On the Depth page, set H = 1 and double n: the layers needed grow by one per doubling, the RNN's path by n.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Memory
+# ---------------------------------------------------------------------------------------------
+
+
+def memory_panel(s: A.Setting) -> None:
+    """Section 3: measured peak memory of a training step, explicit (keeps h n² patterns) against chunked."""
+    st.header("3. Memory: the h·n² patterns that training keeps")
+    st.markdown(
+        "To train, the backward pass needs every attention pattern of the forward pass: h·n² numbers per layer, "
+        "so doubling the input quadruples the memory. Chunked attention (the FlashAttention idea) walks over the "
+        "keys one block at a time, keeps a running maximum and a running sum per query, and rescales them when a "
+        "new block raises the maximum, so it never holds more than a block of scores. Its backward pass recomputes "
+        "each block's probabilities from one saved number per query (the log-sum-exp) instead of keeping them. "
+        "Both give the same output within 1e-5; below is the peak memory of one forward + backward, **measured**."
+    )
+    st.latex(r"m_j = \max(m_{j-1}, \max_k s_k) \quad \ell_j = \ell_{j-1} e^{m_{j-1} - m_j} + \sum_k e^{s_k - m_j} "
+             r"\qquad \text{memory: } O(h\,n^2) \to O(h\,n\,(d_\text{head} + b))")
+    sweep = with_progress(R.memory_sweep, s, label="Measuring the memory of a training step")
+    slopes = {m: A.fit_loglog(sweep["ns"], sweep["bytes"][m])[0] for m in A.TRAINING_METHODS}
+    st.plotly_chart(R.memory_figure(sweep["ns"], sweep["bytes"], sweep["patterns"], slopes, A.PREDICTED_MEMORY_SLOPE,
+                                    title=f"measured peak of one training step: {s.n_heads} heads of {s.d_head}, "
+                                          f"b = {s.block}"), key="cost.chart.memory")
+    table = A.memory_table(sweep)
+    m1, m2 = st.columns(2)
+    m1.metric(f"explicit ÷ chunked at n = {s.ns[-1]:,}", f"{table[-1]['explicit ÷ chunked']:.1f}×")
+    m2.metric("fitted slopes (explicit, chunked)", f"{slopes[A.EXPLICIT]:.2f}, {slopes[A.CHUNKED]:.2f}",
+              help="Predicted: 2 and 1.")
+    how = ("the bytes of every tensor alive at once, counted as operations create and free them (a dispatch-mode "
+           "tracker; exact and the same on every run)" if sweep["device"] == "cpu" else
+           "the GPU allocator's peak above what was already allocated")
+    st.caption(stamp(sweep) + f" Memory is {how}; the inputs q, k, v are not counted. The dashed line is the "
+               "patterns' own size, h·n² float32 numbers: explicit attention's peak sits a small factor above it "
+               "(scores, probabilities and their gradients), chunked attention's far below it.")
+    st.dataframe(pd.DataFrame(table).style.format({c: "{:.3g}" for c in table[0] if c != "n"}),
+                 hide_index=True, width="stretch")
+    download(table, "memory", "Download memory (CSV)")
+    try_this(
+        "Switch h from 4 to 8: explicit attention's memory doubles (h·n²), chunked attention's too, but it stays a "
+        "line of slope 1.",
+        "Make the block b bigger: chunked attention holds h·n·b scores at a time, so its memory grows with b while "
+        "explicit attention's does not move.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. At the sizes of real models
+# ---------------------------------------------------------------------------------------------
+
+
+def presets_panel(s: A.Setting) -> None:
+    """Section 4: the same counts at the original Transformer's and BERT-base's sizes."""
+    st.header("4. At the size of real models")
+    st.markdown(
+        "The measured curves above stay on sizes this machine can run in seconds (n ≤ 2,048, d ≤ 512, one layer). "
+        "The counts below are computed, not measured, at the sizes of two famous models, for every attention "
+        "map a forward pass makes (the original Transformer has 6 encoder layers and 6 decoder layers, each decoder "
+        "layer with a self- and a cross-attention: 18 maps)."
+    )
+    st.latex(r"\text{FLOPs: } 4 n^2 d \text{ vs } 4 n d^2 \qquad "
+             r"\text{kept for training: } 4\,\text{bytes} \times h\, n^2 \times \text{maps}")
+    name = URL.preset.widget(st.segmented_control, "model size", required=True,
+                             format_func=lambda key: SIZE_PRESETS[key].short)
+    p = SIZE_PRESETS[name]
+    rows = A.preset_rows(name, PRESET_NS, s.block)
+    m1, m2, m3 = st.columns(3)
+    m1.metric("d_model, heads, layers", f"{p.d_model}, {p.n_heads}, {p.n_layers}")
+    m2.metric("attention = RNN at n = d", f"{p.d_model:,}")
+    at = next(r for r in rows if r["n"] == 8192)
+    m3.metric("patterns at n = 8,192 (batch 1)", f"{at['patterns kept, MiB (all maps)'] / 1024:,.1f} GiB")
+    st.plotly_chart(R.preset_figure(rows, title=f"{p.name}: counted, not measured"), key="cost.chart.preset")
+    st.dataframe(pd.DataFrame(rows).style.format({"n": "{:,}", **{k: "{:,.2f}" for k in rows[0] if k != "n"}}),
+                 hide_index=True, width="stretch")
+    download(rows, f"preset-{name}", "Download counts (CSV)")
+    try_this(
+        "Find the n where attention's GFLOP pass the RNN's: exactly d_model (512 or 768).",
+        f"At n = {rows[-1]['n']:,} the {p.name} would keep {rows[-1]['patterns kept, MiB (all maps)'] / 1024:,.0f} GiB "
+        "of patterns for one example, against "
+        f"{rows[-1]['chunked keeps, MiB (all maps)'] / 1024:,.1f} GiB chunked: this is why long-context models use chunked "
+        "(flash) attention.",
+    )
