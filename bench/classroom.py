@@ -1023,6 +1023,11 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
             p(f"| {chunk[0][0]:.0f}-{chunk[-1][0]:.0f} s | {sum(c[1] for c in chunk) / len(chunk):.0f}% "
               f"| {max(c[2] for c in chunk):.0f} MB | {max(c[3] for c in chunk)} "
               f"| {sum(c[4] for c in chunk) / len(chunk):.2f} |")
+        if meta.get("rss_left_at") is not None:
+            during = [x[2] for x in samples if x[0] <= meta["rss_left_at"]]
+            p(f"memory: {meta['rss_baseline'] or 0:.0f} MB before the class (after the warm-up), peak "
+              f"{max(during or [0]):.0f} MB while it ran, {samples[-1][2]:.0f} MB {args.after:.0f} s after every "
+              f"tab closed")
         cpus = [s[1] for s in samples]
         p(f"server CPU mean {sum(cpus) / len(cpus):.0f}%, peak {max(cpus):.0f}%; RSS {samples[0][2]:.0f} -> "
           f"{samples[-1][2]:.0f} MB (peak {max(s[2] for s in samples):.0f} MB); harness CPU "
@@ -1100,6 +1105,9 @@ def parse_args(argv=None):
     ap.add_argument("--rerun-timeout", type=float, default=60, help="seconds a rerun may take before it counts as failed")
     ap.add_argument("--first-timeout", type=float, default=120, help="seconds the first page may take")
     ap.add_argument("--seed", type=int, default=0, help="seed of the students' inputs and clicks")
+    ap.add_argument("--after", type=float, default=0, metavar="S",
+                    help="keep sampling the server S seconds after the students left (memory back to baseline? "
+                         "Streamlit drops a closed tab's session after server.disconnectedSessionTTL, 120 s)")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     args = ap.parse_args(argv)
     if args.students < 1 or args.seconds <= 0:
@@ -1161,6 +1169,7 @@ def main(argv=None) -> int:
         Classroom.start_gate = gevent.event.Event()
 
         sampler = Sampler(pids)
+        meta["rss_baseline"] = (procs_sample(pids) or (0, None, 0))[1]  # after the warm-up, before the class
         sampler.start()
         harness_cpu0 = sum(os.times()[:2])
         env = Environment(user_classes=[Student], events=events, host=url)
@@ -1186,6 +1195,9 @@ def main(argv=None) -> int:
             student.on_stop()  # close every websocket (a closed tab)
         meta["locust"] = (env.stats.total.num_requests, env.stats.total.num_failures)
         meta["elapsed"] = time.perf_counter() - t_start
+        if args.after > 0:  # the tabs are closed: does the server give the memory back?
+            meta["rss_left_at"] = time.perf_counter() - sampler.t0
+            gevent.sleep(args.after)
         sampler.stop()
         meta["harness_cpu"] = sum(os.times()[:2]) - harness_cpu0
         browsers: list[dict] = []
