@@ -286,7 +286,7 @@ def presets_panel(s: A.Setting) -> None:
     download(rows, f"preset-{name}", "Download counts (CSV)")
     try_this(
         "Find the n where attention's GFLOP pass the RNN's: exactly d_model (512 or 768).",
-        f"At n = {rows[-1]['n']:,} the {p.name} would keep {rows[-1]['patterns kept, MiB (all maps)'] / 1024:,.0f} GiB "
+        f"At n = {rows[-1]['n']:,}, {p.name} would keep {rows[-1]['patterns kept, MiB (all maps)'] / 1024:,.0f} GiB "
         "of patterns for one example, against "
         f"{rows[-1]['chunked keeps, MiB (all maps)'] / 1024:,.1f} GiB chunked: this is why long-context models use chunked "
         "(flash) attention.",
