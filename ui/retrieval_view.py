@@ -98,15 +98,14 @@ def kernel_panel() -> None:
         "values are the $y_j$. Because every key has length 1, $e^{q\\cdot k}$ differs from a Gaussian in "
         "$|q - k|$ only by factors that cancel in the softmax, so the two estimators are the same function. The "
         "query's norm $|q|$ is the inverse bandwidth: a longer query makes a narrower kernel.")
-    st.latex(r"e^{q\cdot k} = e^{-|q-k|^2/2}\; e^{|q|^2/2}\; e^{|k|^2/2}"
-             r"\quad\Longrightarrow\quad \operatorname{softmax}_j(q\cdot k_j) = "
-             r"\frac{\exp(-|u-k_j|^2\,|q|/2)}{\sum_i \exp(-|u-k_i|^2\,|q|/2)}\ \ \text{when all } |k_j| \text{ are equal}, "
-             r"\; q = |q|\,u")
+    st.latex(r"e^{q\cdot k} = e^{-|q-k|^2/2}\; e^{|q|^2/2}\; e^{|k|^2/2}")
+    st.latex(r"\text{all } |k_j| \text{ equal},\ q = |q|\,u:\qquad \operatorname{softmax}_j(q\cdot k_j) = "
+             r"\frac{\exp(-|u-k_j|^2\,|q|/2)}{\sum_i \exp(-|u-k_i|^2\,|q|/2)}")
     x, y = points_table()
     c1, c2, c3 = st.columns(3)
     qx = URL.qx.widget(c1.slider, "Query position x₀", step=0.01)
     qnorm = URL.qnorm.widget(c2.select_slider, "Query norm |q| (the kernel's inverse width)")
-    tilt = URL.tilt.widget(c3.slider, "Key-norm tilt γ: |k(x)| = e^{γ(x − ½)}", step=0.1,
+    tilt = URL.tilt.widget(c3.slider, "Key-norm tilt γ: |k(x)| = exp(γ(x − ½))", step=0.1,
                            help="0 keeps every key on the unit circle; any other value makes the keys' norms differ.")
     result = R.smoothing(x, y, float(qx), float(qnorm), float(tilt))
     left, right = st.columns(2)
@@ -141,8 +140,9 @@ def kernel_panel() -> None:
     try_this(
         "Raise |q| from 5 to 500: the kernel narrows and the estimate follows the points more closely (and more "
         "noisily). The measured width falls like 1/√|q|.",
-        "Look at the bandwidth table: at |q| = 2 the measured width is far from the prediction (the kernel wraps "
-        "round the circle); from |q| ≈ 30 on the two agree to a percent.",
+        "Read the last column of the bandwidth table: the prediction is a few percent off for a short query (a "
+        "wide kernel is not yet a Gaussian: it wraps round the circle) and within a fraction of a percent from "
+        "|q| ≈ 30 on.",
         "Set the tilt to 1: the blue and orange curves come apart, most where the keys' norms differ most from "
         "the query's side. Back to 0, the printed difference drops to about 1e-16.",
         "Pick the step preset and a large |q|: the estimate jumps sharply at 0.5. A small |q| blurs the step.")

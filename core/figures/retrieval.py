@@ -176,4 +176,7 @@ def hijack_figure(alphas: np.ndarray, accuracy: Mapping[str, np.ndarray], mass: 
 
 def pattern_figure(pattern: np.ndarray, tokens: Sequence[str], title: str = "") -> go.Figure:
     """One example's last-layer attention (mean over heads), queries down, keys across."""
-    return attention_heatmap(pattern, tokens, tokens, title=title, height=420)
+    fig = attention_heatmap(pattern, tokens, tokens, height=460)
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", yref="container", y=0.99, yanchor="top"),
+                      margin=dict(t=130))  # the title above the key labels, which sit on top
+    return fig
