@@ -545,6 +545,8 @@ class Transformer(nn.Module):
         """Every hook name in the order a forward pass (with everything captured) calls them.
 
         The RoPE hooks (`hook_rot_q`, `hook_rot_k`) are listed when the (per-call) scheme is "rope".
+        Keys pass `attn.hook_k_raw` (s W_K, before cfg.key_norm_clip) and then `attn.hook_k` (after
+        it): an intervention on the raw keys goes through the clip, one on `hook_k` replaces its output.
         Post-LN blocks call a sublayer's `ln*.hook_normalized` after its output hook, not before.
         """
         scheme = pos or self.cfg.pos

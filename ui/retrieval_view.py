@@ -14,6 +14,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core.analysis import retrieval as A
+from ui import models
 from ui import retrieval_runs as R
 from ui.page import try_this
 from ui.params import Choice, Float, Int, Params, general
@@ -61,8 +62,8 @@ def csv_button(frame: pd.DataFrame, name: str, key: str) -> None:
                        icon=":material/table:", key=key, on_click="ignore")
 
 
-def edited_table(frame: pd.DataFrame, key: str, columns: dict, max_rows: int) -> pd.DataFrame:
-    """An editable copy of `frame` (rows may be added or deleted, up to max_rows are used)."""
+def edited_table(frame: pd.DataFrame, key: str, columns: dict) -> pd.DataFrame:
+    """An editable copy of `frame`: cells edited, rows added or deleted (the caller checks the result)."""
     config = {name: st.column_config.NumberColumn(name, help=text, format="%.3f") for name, text in columns.items()}
     return st.data_editor(frame, key=key, num_rows="dynamic", column_config=config, hide_index=True,
                           width="stretch", height=min(300, 38 + 35 * (len(frame) + 1)))
@@ -80,7 +81,7 @@ def points_table() -> tuple[np.ndarray, np.ndarray]:
     x0, y0 = A.preset_points(preset)
     with st.expander("Edit the points (x in [0, 1])", expanded=False):
         frame = edited_table(pd.DataFrame({"x": x0, "y": y0}), f"retrieval.points_table.{preset}",
-                             {"x": "position in [0, 1]", "y": "the value stored there"}, A.MAX_POINTS)
+                             {"x": "position in [0, 1]", "y": "the value stored there"})
     try:
         return A.check_points(frame["x"].to_numpy(), frame["y"].to_numpy())
     except (ValueError, KeyError) as exc:
@@ -161,8 +162,7 @@ def database_table() -> tuple[np.ndarray, np.ndarray]:
     frame = pd.DataFrame({"key x": keys0[:, 0], "key y": keys0[:, 1], "value": values0})
     with st.expander("Edit the keys and values", expanded=False):
         frame = edited_table(frame, f"retrieval.db_table.{preset}",
-                             {"key x": "first coordinate", "key y": "second coordinate", "value": "what it returns"},
-                             A.MAX_KEYS)
+                             {"key x": "first coordinate", "key y": "second coordinate", "value": "what it returns"})
     try:
         return A.check_table(frame[["key x", "key y"]].to_numpy(), frame["value"].to_numpy())
     except (ValueError, KeyError) as exc:
@@ -395,8 +395,6 @@ def not_found_note(missing: list[str]) -> None:
 
 def models_present(ids) -> bool:
     """Whether every bundled model the model panels need is in the manifest (else a message is shown)."""
-    from ui import models
-
     known = {e["id"] for e in models.manifest()}
     missing = [m for m in ids if m not in known]
     if missing:
