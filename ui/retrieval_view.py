@@ -122,7 +122,8 @@ def kernel_panel() -> None:
                    f"**{result.max_difference:.1e}** over the whole grid (rounding error). The kernel's variance in "
                    f"key space is 1/|q| = {A.kernel_variance(qnorm):.3g}.")
     else:
-        st.warning(f"Keys of unequal norm (γ = {tilt:g}): the curves differ by up to **{result.max_difference:.3g}**. "
+        st.warning(f"Keys of unequal norm (γ = {tilt:g}): the curves differ by up to **{result.max_difference:.3g}**, "
+                   f"most at x = {result.worst_x:.2f}. "
                    f"The factor e^(|k|²·|q|/2) no longer cancels, so every query leans toward the "
                    f"{'right' if tilt > 0 else 'left'}, where the keys are longer, and more so the longer the query.")
     rows = pd.DataFrame(A.bandwidth_table(BANDWIDTH_NORMS))

@@ -136,6 +136,7 @@ class SmoothingResult:
     kernel_x: np.ndarray  # [n_fine] a fine grid of key positions
     kernel_curve: np.ndarray  # [n_fine] exp(q.k(x)) normalised to peak 1, the kernel the query applies
     max_difference: float  # max over the grid of |attention - nadaraya_watson|
+    worst_x: float  # the query position where that largest difference is
     equal_norms: bool
 
 
@@ -159,7 +160,8 @@ def smooth(x, y, query_x: float, query_norm: float, norm_tilt: float = 0.0, n_gr
     return SmoothingResult(
         grid=grid, attention=attention, nadaraya_watson=nw, nw_in_x=nw_x_w @ y,
         weights=attention_weights(query_norm * u, keys), kernel_x=fine, kernel_curve=curve,
-        max_difference=float(np.max(np.abs(attention - nw))), equal_norms=norm_tilt == 0.0,
+        max_difference=float(np.max(np.abs(attention - nw))), worst_x=float(grid[np.argmax(np.abs(attention - nw))]),
+        equal_norms=norm_tilt == 0.0,
     )
 
 
