@@ -126,7 +126,8 @@ def sweep_figure(betas: np.ndarray, output: np.ndarray, best_weight: np.ndarray,
     if math.isfinite(beta_one_hot):
         fig.add_annotation(x=math.log10(beta_one_hot), y=0.99, xref="x2", yref="y2", text=f"β* = {beta_one_hot:.3g}",
                            showarrow=True, ax=-50, ay=25)
-    fig.update_xaxes(type="log", title="β (log scale)", row=3, col=1)
+    fig.update_xaxes(type="log")  # every row: shared axes of different types draw nonsense
+    fig.update_xaxes(title="β (log scale)", row=3, col=1)
     fig.update_yaxes(range=[0, 1.05], row=2, col=1)
     return _layout(fig, title, 620)
 

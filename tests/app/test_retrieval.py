@@ -66,6 +66,11 @@ def test_lookup_panel_beta_and_the_tie_preset():
     at = open_page()
     weights_text = lambda: [d["text"][0] for d in chart(at, "keys (arrows)")["data"] if d.get("text")]
     before = weights_text()
+    sweep = chart(at, "from the mean of all values")
+    axes = [v for k, v in sweep["layout"].items() if k.startswith("xaxis")]
+    assert len(axes) == 3 and all(a.get("type") == "log" for a in axes)  # shared axes must share their type
+    output = trace(sweep, 0)
+    assert output[0] > output[-1]  # from the mean (3) down to the best key's value (1) in the spread preset
     at.select_slider(key="retrieval.beta").set_value(100.0).run()
     assert_ok(at)
     assert weights_text() != before
