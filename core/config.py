@@ -33,6 +33,7 @@ class TransformerConfig:
     score: ScoreFn = "scaled_dot"  # q.k / sqrt(d_head), plain q.k, or cosine(q, k) * cosine_scale
     key_norm_clip: Optional[float] = None  # clip every key's norm to this value (a defence against huge keys)
     cosine_scale: float = 8.0  # the inverse temperature used with score="cosine"
+    tie_vk: bool = False  # no separate W_V: values are the keys' projection W_K (V = K, before clipping and RoPE)
     act: Activation = "gelu"  # the MLP's non-linearity
     src_vocab_size: Optional[int] = None  # encoder-decoder only: source vocabulary; None means vocab_size
     ln_eps: float = 1e-5  # LayerNorm's epsilon
@@ -65,6 +66,8 @@ class TransformerConfig:
         _check_number("ln_eps", self.ln_eps, above=0.0, at_most=1.0)
         if not isinstance(self.residual, bool):
             raise ValueError(f"residual must be True or False, got {self.residual!r}")
+        if not isinstance(self.tie_vk, bool):
+            raise ValueError(f"tie_vk must be True or False, got {self.tie_vk!r}")
         if self.src_vocab_size is not None:
             if self.arch != "encoder-decoder":
                 raise ValueError("src_vocab_size is only used by arch='encoder-decoder'; leave it None")

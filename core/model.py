@@ -114,7 +114,12 @@ class Attention(nn.Module):
 
     with s = x (self-attention) or s = the encoder output `memory` (cross-attention), and
     scale = 1 / (sqrt(d_head) * temperature) for the default score. No biases in the projections,
-    so W_Q W_K^T and W_V W_O are exact circuits.
+    so W_Q W_K^T and W_V W_O are exact circuits. With cfg.tie_vk there is no W_V: values are
+    s W_K, the keys' own projection (taken before clipping and RoPE), so V = K.
+
+    Keys pass two hooks: `hook_k_raw` sees the projection s W_K before cfg.key_norm_clip, and
+    `hook_k` the keys after clipping. An intervention on `hook_k_raw` therefore goes through the
+    clip (a defence is tested, not bypassed); one on `hook_k` replaces the clipped keys.
     """
 
     def __init__(self, cfg: TransformerConfig, cross: bool = False):
@@ -124,11 +129,13 @@ class Attention(nn.Module):
         h, dh = cfg.n_heads, cfg.d_head
         self.W_Q = nn.Linear(cfg.d_model, h * dh, bias=False)
         self.W_K = nn.Linear(cfg.d_model, h * dh, bias=False)
-        self.W_V = nn.Linear(cfg.d_model, h * dh, bias=False)
+        if not cfg.tie_vk:
+            self.W_V = nn.Linear(cfg.d_model, h * dh, bias=False)
         self.W_O = nn.Linear(h * dh, cfg.d_model, bias=False)
         # The hook points, in the order forward calls them.
         self.hook_q = HookPoint()  # [batch pos head d_head]
-        self.hook_k = HookPoint()  # [batch pos head d_head]
+        self.hook_k_raw = HookPoint()  # [batch pos head d_head], s W_K before key_norm_clip
+        self.hook_k = HookPoint()  # [batch pos head d_head], after key_norm_clip
         self.hook_v = HookPoint()  # [batch pos head d_head]
         if not cross:
             self.hook_rot_q = HookPoint()  # [batch pos head d_head], after RoPE
@@ -175,10 +182,20 @@ class Attention(nn.Module):
         return q, k, v
 
     def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys (norm-clipped when the config asks) and values of `source` `[batch pos d_model]`."""
-        k = self.hook_k(self.clip_keys(self.split_heads(self.W_K(source))))  # [batch pos head d_head]
-        v = self.hook_v(self.split_heads(self.W_V(source)))  # [batch pos head d_head]
-        return k, v
+        """Keys (norm-clipped when the config asks) and values of `source` `[batch pos d_model]`.
+
+        The raw keys pass `hook_k_raw` before the clip and `hook_k` after it. Tied models (V = K)
+        take their values from the same projection, before either hook.
+        """
+        projected = self.split_heads(self.W_K(source))  # [batch pos head d_head]
+        k = self.hook_k(self.clip_keys(self.hook_k_raw(projected)))  # [batch pos head d_head]
+        values = projected if self.cfg.tie_vk else self.split_heads(self.W_V(source))  # [batch pos head d_head]
+        return k, self.hook_v(values)
+
+    @property
+    def value_weight(self) -> nn.Linear:
+        """The value projection: W_V, or W_K itself for a tied (V = K) model."""
+        return self.W_K if self.cfg.tie_vk else self.W_V
 
     def clip_keys(self, k: torch.Tensor) -> torch.Tensor:
         """Shrink every key whose norm exceeds cfg.key_norm_clip back to that norm (no-op when None)."""
@@ -528,6 +545,8 @@ class Transformer(nn.Module):
         """Every hook name in the order a forward pass (with everything captured) calls them.
 
         The RoPE hooks (`hook_rot_q`, `hook_rot_k`) are listed when the (per-call) scheme is "rope".
+        Keys pass `attn.hook_k_raw` (s W_K, before cfg.key_norm_clip) and then `attn.hook_k` (after
+        it): an intervention on the raw keys goes through the clip, one on `hook_k` replaces its output.
         Post-LN blocks call a sublayer's `ln*.hook_normalized` after its output hook, not before.
         """
         scheme = pos or self.cfg.pos
@@ -685,7 +704,7 @@ class Transformer(nn.Module):
             return lin.weight.detach().view(h, dh, d).transpose(1, 2)  # [head d_model d_head]
 
         return {
-            "W_Q": per_head(attn.W_Q), "W_K": per_head(attn.W_K), "W_V": per_head(attn.W_V),
+            "W_Q": per_head(attn.W_Q), "W_K": per_head(attn.W_K), "W_V": per_head(attn.value_weight),
             "W_O": attn.W_O.weight.detach().view(d, h, dh).permute(1, 2, 0),  # [head d_head d_model]
         }
 

@@ -811,6 +811,71 @@ class TwoLookupTask(Task):
 
 
 # ---------------------------------------------------------------------------------------
+# key-value recall (the Retrieval page's task)
+# ---------------------------------------------------------------------------------------
+RECALL_KEYS = tuple("abcdefgh")
+
+
+class RecallTask(Task):
+    """A small dictionary, then a question: `a 3 c 7 b 1 <sep> c 7`, decoder only.
+
+    The memory is n letter-digit pairs with distinct letters (a-h; digits 0-9, repeats
+    allowed); after `<sep>` comes one of the memory's letters, and the model must answer its
+    digit. Only the query letter's position is scored (its next token is the answer). Solving it
+    means addressing by the letter and copying the digit: keys address, values carry content.
+    meta: {"pairs": [(letter, digit), ...], "query": letter, "slot": index of the queried pair}.
+    """
+
+    name = "recall"
+    title = "Key-value recall"
+    description = "Letter-digit pairs, then a letter: answer the digit that was stored with it."
+    archs = ("decoder",)
+    metric = "token"
+    scored = "Only the query letter after <sep> is scored: its next token must be the digit stored with it."
+    default_length = 5
+    min_length = 1
+    max_length = len(RECALL_KEYS)
+
+    def __init__(self):
+        self.vocab = Vocab([*RECALL_KEYS, *DIGITS])
+
+    def _sample(self, rng: np.random.Generator, length: int) -> dict:
+        letters = [RECALL_KEYS[int(i)] for i in rng.permutation(len(RECALL_KEYS))[:length]]
+        digits = [DIGITS[int(d)] for d in rng.integers(0, 10, size=length)]
+        slot = int(rng.integers(0, length))
+        return {"pairs": list(zip(letters, digits)), "query": letters[slot], "slot": slot}
+
+    def _format(self, sample: dict, arch: str, length: int) -> Formatted:
+        """Tokens `l1 d1 .. ln dn <sep> q a` (2n+3 positions); the target at q is a."""
+        pairs, query = sample["pairs"], sample["query"]
+        answer = dict(pairs)[query]
+        tokens = [tok for pair in pairs for tok in pair] + ["<sep>", query, answer]
+        targets: list = [None] * (2 * length + 1) + [answer, None]
+        return tokens, targets, None, dict(sample)
+
+    def label(self, tokens: list[str], arch: str, tgt: list[str] | None = None) -> list[int]:
+        """Targets for typed input `l1 d1 .. ln dn <sep> q [a]`: the query scores its letter's digit."""
+        self.check_arch(arch)
+        tokens = _strip_pad(self._tokens(tokens))
+        if "<sep>" not in tokens:
+            raise ValueError("recall input needs <sep> between the pairs and the query letter")
+        sep = tokens.index("<sep>")
+        memory, rest = tokens[:sep], tokens[sep + 1:]
+        if not memory or len(memory) % 2:
+            raise ValueError("before <sep> come letter-digit pairs, like a 3 c 7")
+        letters, digits = memory[0::2], memory[1::2]
+        if any(l not in RECALL_KEYS for l in letters) or any(d not in DIGITS for d in digits):
+            raise ValueError("before <sep> come letter-digit pairs, like a 3 c 7 (letters a-h, digits 0-9)")
+        if len(set(letters)) != len(letters):
+            raise ValueError("each letter may be stored only once")
+        if not 1 <= len(rest) <= 2 or rest[0] not in letters:
+            raise ValueError("after <sep> comes one stored letter (and optionally its digit)")
+        out = [IGNORE] * len(tokens)
+        out[sep + 1] = self.vocab.id(dict(zip(letters, digits))[rest[0]])
+        return out
+
+
+# ---------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------
 def _reversed(x: list[str]) -> list[str]:
@@ -828,6 +893,7 @@ def _build_tasks() -> dict[str, Task]:
         AgreementTask(),
         BracketsTask(),
         FutureLegalityTask(),
+        RecallTask(),
     ]
     return {t.name: t for t in tasks}
 

@@ -576,6 +576,23 @@ BUNDLE: list[Recipe] = [
            task="brackets", arch="encoder", steps=5000),
 ]
 
+# Key-value recall for the Retrieval page: four models with one recipe, differing in one config field.
+_RECALL = dict(task="recall", arch="decoder", n_heads=2, steps=2000, lr=1e-3, train_length=5)
+BUNDLE += [
+    Recipe("recall-decoder", "Recall (decoder)",
+           "2-layer decoder that reads letter-digit pairs and answers the digit stored with the query letter.",
+           **_RECALL),
+    Recipe("recall-tied", "Recall, values tied to keys (V = K)",
+           "Same recipe with no W_V: every head's values are its keys, so what it copies is what it matched on.",
+           config={"tie_vk": True}, **_RECALL),
+    Recipe("recall-keyclip", "Recall, key norms clipped",
+           "Same recipe with every key's norm clipped to 2: a defence against one huge key taking all the attention.",
+           config={"key_norm_clip": 2.0}, **_RECALL),
+    Recipe("recall-cosine", "Recall, cosine scores",
+           "Same recipe scoring by cosine(q, k) times 8: a key's length no longer changes its score.",
+           config={"score": "cosine"}, **_RECALL),
+]
+
 
 def build_recipe(recipe: Recipe, callback: Optional[Callback] = None, eval_samples: int = 1024,
                  device: Union[str, torch.device, None] = None) -> tuple[TrainResult, float]:

@@ -59,6 +59,8 @@ PAGES: list[PageInfo] = [
              "Why several heads: each works in its own subspace, and you can switch heads off."),
     PageInfo("pages/masks.py", "Masks", ":material/visibility_off:", "masks", "Look inside",
              "Decide who may attend to whom, and read a mask as a graph."),
+    PageInfo("pages/retrieval.py", "Retrieval", ":material/manage_search:", "retrieval", "Look inside",
+             "Attention as a kernel smoother and a soft database, keys against values, and a hijacked key."),
     PageInfo("pages/depth.py", "Depth", ":material/layers:", "depth", "Look inside",
              "Stacking layers: residual paths, layer norm placement and how far information travels."),
     PageInfo("pages/cost.py", "Cost", ":material/speed:", "cost", "Look inside",

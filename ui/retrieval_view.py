@@ -1,0 +1,406 @@
+"""The Retrieval page's panels: attention as kernel smoothing, as a soft database that hardens into a
+lookup, values tied to keys (V = K) on trained models, hijacking by a large-norm key and two
+defences, and where the equivalences hold. pages/retrieval.py calls them in reading order.
+
+The numbers come from core.analysis.retrieval (math) and core.analysis.recall (models), the
+cached runs and figures from ui.retrieval_runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from core.analysis import retrieval as A
+from ui import models
+from ui import retrieval_runs as R
+from ui.page import try_this
+from ui.params import Choice, Float, Int, Params, general
+from ui.sidebar import Selection
+
+QUERY_NORMS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 100.0, 150.0, 200.0, 300.0,
+               500.0, 700.0, 1000.0)
+BETAS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+ALPHAS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+BANDWIDTH_NORMS = (2.0, 5.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
+SWEEP_BETAS = np.logspace(-2, 3, 241)
+RECALL_PAIRS = 5  # the recall models' training length: positions 0..9 hold the pairs
+MODEL_NAMES = {"recall-decoder": "no defence", "recall-tied": "V = K (tied)", "recall-keyclip": "key-norm clip",
+               "recall-cosine": "cosine scores"}
+HELD = 0.02  # a defence "held" when accuracy at the largest alpha stays within this of its clean accuracy
+
+URL = Params(
+    "retrieval",
+    Choice("points", "sine", choices=A.PRESET_POINTS),
+    Float("qx", 0.3, lo=0.0, hi=1.0, fmt=general),
+    Float("qnorm", 30.0, lo=1.0, hi=1000.0, stops=QUERY_NORMS, log=True, fmt=general),
+    Float("tilt", 0.0, lo=-2.0, hi=2.0, fmt=general),
+    Choice("table", "spread", choices=tuple(A.PRESET_TABLES)),
+    Float("angle", 0.0, lo=-180.0, hi=180.0, fmt=general),
+    Float("beta", 1.0, lo=0.01, hi=1000.0, stops=BETAS, log=True, fmt=general),
+    Int("layer", 1, lo=0, hi=1),
+    Int("head", 0, lo=0, hi=1),
+    Int("pos", 3, lo=0, hi=2 * RECALL_PAIRS - 1),
+    Float("alpha", 100.0, lo=1.0, hi=1000.0, stops=ALPHAS, log=True, fmt=general),
+    Choice("seen", "recall-decoder", choices=R.DEFENDED),
+    Float("stretch", 1.0, lo=0.5, hi=5.0, fmt=general),
+    Float("qn5", 5.0, lo=1.0, hi=1000.0, stops=QUERY_NORMS, log=True, fmt=general),
+)
+
+
+def seed_url(sel: Selection) -> None:
+    """Read every URL parameter before the title, so what was wrong with a link shows under it."""
+    for param in URL:
+        param.seed()
+
+
+def csv_button(frame: pd.DataFrame, name: str, key: str) -> None:
+    """A download of one measured table or curve as CSV."""
+    st.download_button("Download CSV", frame.to_csv(index=False).encode(), file_name=f"{name}.csv", mime="text/csv",
+                       icon=":material/table:", key=key, on_click="ignore")
+
+
+def edited_table(frame: pd.DataFrame, key: str, columns: dict) -> pd.DataFrame:
+    """An editable copy of `frame`: cells edited, rows added or deleted (the caller checks the result)."""
+    config = {name: st.column_config.NumberColumn(name, help=text, format="%.3f") for name, text in columns.items()}
+    return st.data_editor(frame, key=key, num_rows="dynamic", column_config=config, hide_index=True,
+                          width="stretch", height=min(300, 38 + 35 * (len(frame) + 1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Kernel smoothing
+# ---------------------------------------------------------------------------------------------
+
+
+def points_table() -> tuple[np.ndarray, np.ndarray]:
+    """The toy's points: a preset, edited in a table; a bad table falls back to the preset with a message."""
+    preset = URL.points.widget(st.segmented_control, "Points", required=True,
+                               help="A preset fills the table; edit any cell, add or delete rows (up to 64).")
+    x0, y0 = A.preset_points(preset)
+    with st.expander("Edit the points (x in [0, 1])", expanded=False):
+        frame = edited_table(pd.DataFrame({"x": x0, "y": y0}), f"retrieval.points_table.{preset}",
+                             {"x": "position in [0, 1]", "y": "the value stored there"})
+    try:
+        return A.check_points(frame["x"].to_numpy(), frame["y"].to_numpy())
+    except (ValueError, KeyError) as exc:
+        st.error(f"The table cannot be used: {exc}. Showing the preset instead.")
+        return x0, y0
+
+
+def kernel_panel() -> None:
+    st.header("1. Attention is a kernel smoother")
+    st.markdown(
+        "Put points $(x_j, y_j)$ on a line and ask for the value at a new position. A **kernel smoother** "
+        "(Nadaraya-Watson) answers with a weighted average of the $y_j$, the weights falling off with distance "
+        "through a Gaussian. Attention does the same thing: the query is the new position, the keys are a fixed "
+        "feature map of the $x_j$ (here a point on half a circle, $k_j = (\\cos\\pi x_j, \\sin\\pi x_j)$), and the "
+        "values are the $y_j$. Because every key has length 1, $e^{q\\cdot k}$ differs from a Gaussian in "
+        "$|q - k|$ only by factors that cancel in the softmax, so the two estimators are the same function. The "
+        "query's norm $|q|$ is the inverse bandwidth: a longer query makes a narrower kernel.")
+    st.latex(r"e^{q\cdot k} = e^{-|q-k|^2/2}\; e^{|q|^2/2}\; e^{|k|^2/2}")
+    st.latex(r"\text{all } |k_j| \text{ equal},\ q = |q|\,u:\qquad \operatorname{softmax}_j(q\cdot k_j) = "
+             r"\frac{\exp(-|u-k_j|^2\,|q|/2)}{\sum_i \exp(-|u-k_i|^2\,|q|/2)}")
+    x, y = points_table()
+    c1, c2, c3 = st.columns(3)
+    qx = URL.qx.widget(c1.slider, "Query position x₀", step=0.01)
+    qnorm = URL.qnorm.widget(c2.select_slider, "Query norm |q| (the kernel's inverse width)")
+    tilt = URL.tilt.widget(c3.slider, "Key-norm tilt γ: |k(x)| = exp(γ(x − ½))", step=0.1,
+                           help="0 keeps every key on the unit circle; any other value makes the keys' norms differ.")
+    result = R.smoothing(x, y, float(qx), float(qnorm), float(tilt))
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(R.kernel_figure(x, result.weights, result.kernel_x, result.kernel_curve, float(qx),
+                                        title=f"the kernel a query at x₀ = {qx:g} applies (|q| = {qnorm:g})"),
+                        key="retrieval.kernel")
+    with right:
+        st.plotly_chart(R.estimate_figure(x, y, result.grid, result.attention, result.nadaraya_watson, result.nw_in_x,
+                                          float(qx), title="the estimate at every x"), key="retrieval.estimate")
+    if result.equal_norms:
+        st.success(f"Keys of equal norm: attention and the key-space Nadaraya-Watson estimate differ by at most "
+                   f"**{result.max_difference:.1e}** over the whole grid (rounding error). The kernel's variance in "
+                   f"key space is 1/|q| = {A.kernel_variance(qnorm):.3g}.")
+    else:
+        st.warning(f"Keys of unequal norm (γ = {tilt:g}): the curves differ by up to **{result.max_difference:.3g}**, "
+                   f"most at x = {result.worst_x:.2f}. "
+                   f"The factor e^(|k|²·|q|/2) no longer cancels, so every query leans toward the "
+                   f"{'right' if tilt > 0 else 'left'}, where the keys are longer, and more so the longer the query.")
+    rows = pd.DataFrame(A.bandwidth_table(BANDWIDTH_NORMS))
+    st.markdown("**Bandwidth: read off the curve against predicted.** The kernel $e^{|q|\\cos\\pi(x-x_0)}$ is close to "
+                "a Gaussian in $x$ of width $1/(\\pi\\sqrt{|q|})$ when that width is small (the small-angle picture); "
+                "its measured width is its half width at half height divided by $\\sqrt{2\\ln 2}$.")
+    st.dataframe(rows.style.format({"query norm |q|": "{:g}", "predicted width": "{:.4f}", "measured width": "{:.4f}",
+                                    "measured / predicted": "{:.3f}"}), hide_index=True)
+    curves = pd.DataFrame({"x": result.grid, "attention": result.attention,
+                           "nadaraya_watson_key_space": result.nadaraya_watson, "nadaraya_watson_x": result.nw_in_x})
+    c1, c2 = st.columns(2)
+    with c1:
+        csv_button(curves, "retrieval_estimates", "retrieval.csv_estimates")
+    with c2:
+        csv_button(rows, "retrieval_bandwidths", "retrieval.csv_bandwidths")
+    try_this(
+        "Raise |q| from 5 to 500: the kernel narrows and the estimate follows the points more closely (and more "
+        "noisily). The measured width falls like 1/√|q|.",
+        "Read the last column of the bandwidth table: the prediction is a few percent off for a short query (a "
+        "wide kernel is not yet a Gaussian: it wraps round the circle) and within a fraction of a percent from "
+        "|q| ≈ 30 on.",
+        "Set the tilt to 1: the blue and orange curves come apart, most where the keys' norms differ most from "
+        "the query's side. Back to 0, the printed difference drops to about 1e-16.",
+        "Pick the step preset and a large |q|: the estimate jumps sharply at 0.5. A small |q| blurs the step.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Soft database to hard lookup
+# ---------------------------------------------------------------------------------------------
+
+
+def database_table() -> tuple[np.ndarray, np.ndarray]:
+    """The database: a preset, edited in a table; a bad table falls back to the preset with a message."""
+    preset = URL.table.widget(st.segmented_control, "Database", required=True,
+                              format_func=lambda name: A.PRESET_TABLES[name])
+    keys0, values0 = A.preset_table(preset)
+    frame = pd.DataFrame({"key x": keys0[:, 0], "key y": keys0[:, 1], "value": values0})
+    with st.expander("Edit the keys and values", expanded=False):
+        frame = edited_table(frame, f"retrieval.db_table.{preset}",
+                             {"key x": "first coordinate", "key y": "second coordinate", "value": "what it returns"})
+    try:
+        return A.check_table(frame[["key x", "key y"]].to_numpy(), frame["value"].to_numpy())
+    except (ValueError, KeyError) as exc:
+        st.error(f"The table cannot be used: {exc}. Showing the preset instead.")
+        return keys0, values0
+
+
+def lookup_panel() -> None:
+    st.header("2. A soft database that hardens into a lookup")
+    st.markdown(
+        "Read attention as a database query. Every row holds a key and a value; the query scores every key, and "
+        "the answer is a weighted mix of the values. With inverse temperature $\\beta$ near 0 the weights are "
+        "equal and the answer is the mean of all values. As $\\beta$ grows, the key with the largest score takes "
+        "over, until the answer is its value alone: a differentiable lookup turned into an exact one. When two keys "
+        "tie for the largest score, neither can win and the answer stops halfway between their values.")
+    st.latex(r"\text{out}(\beta) = \sum_j \frac{e^{\beta\, q\cdot k_j}}{\sum_i e^{\beta\, q\cdot k_i}}\, v_j"
+             r"\;\xrightarrow{\ \beta\to 0\ }\; \frac{1}{n}\sum_j v_j,\qquad"
+             r"\xrightarrow{\ \beta\to\infty\ }\; \frac{1}{|J^*|}\sum_{j\in J^*} v_j,\quad J^* = \arg\max_j q\cdot k_j")
+    keys, values = database_table()
+    c1, c2 = st.columns(2)
+    angle = URL.angle.widget(c1.slider, "Query direction (degrees from the first axis)", step=1.0)
+    beta = URL.beta.widget(c2.select_slider, "β (log scale)")
+    result = R.sweep(keys, values, float(angle), SWEEP_BETAS)
+    query = A.unit(float(angle))
+    weights = A.attention_weights(beta * query, keys)
+    labels = [f"v={v:g}" for v in values]
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(R.arrows_figure(keys, labels, query, tuple(int(i) for i in result.best), weights,
+                                        title=f"keys (arrows), query (green); weights at β = {beta:g}"),
+                        key="retrieval.arrows")
+    with right:
+        st.plotly_chart(R.sweep_figure(result.betas, result.output, result.best_weight, result.entropy,
+                                       result.mean_value, result.limit_value, result.beta_one_hot, float(beta),
+                                       title="from the mean of all values to one value"), key="retrieval.sweep")
+    output = float(weights @ values)
+    if len(result.best) > 1:
+        st.info(f"A tie: {len(result.best)} keys share the largest score, so the best weight never passes "
+                f"{1 / len(result.best):.2f} and the output stops at their midpoint, {result.limit_value:g}.")
+    else:
+        st.info(f"At β = {beta:g} the output is {output:.4g} (mean of all values {result.mean_value:g}, best key's "
+                f"value {result.limit_value:g}). The best key's weight passes {A.ONE_HOT} at β* = "
+                f"{result.beta_one_hot:.4g}.")
+    csv_button(pd.DataFrame({"beta": result.betas, "output": result.output, "best_weight": result.best_weight,
+                             "entropy_nats": result.entropy}), "retrieval_beta_sweep", "retrieval.csv_sweep")
+    try_this(
+        "Slide β from 0.01 to 1000: the output leaves the dotted mean line and settles on the best key's value; "
+        "the entropy falls from ln n to 0.",
+        "Choose the tie preset: two keys sit 30° either side of the query. The output stops at 4, halfway between "
+        "2 and 6, and the best weight flattens at 0.5. Turn the query a few degrees and the tie breaks.",
+        "Choose the long key preset: the arrow far from the query still wins at large β, because it has the largest "
+        "dot product. Panel 5 asks when the winner is the nearest key.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Keys address, values carry content
+# ---------------------------------------------------------------------------------------------
+
+
+def tied_panel(sel: Selection) -> None:
+    st.header("3. Keys address, values carry content (V = K)")
+    st.markdown(
+        "A key says *where* to look; a value says *what* to bring back. Two models were trained on the same "
+        "key-value recall task with the same recipe: one with its own value projection $W_V$, one whose values "
+        "are its keys ($W_V$ tied to $W_K$). Each example stores letter-digit pairs and then asks for one letter, "
+        "e.g. `a 3 c 7 b 1 <sep> c` → `7`. With tied values, whatever a head copies is a mix of the keys it "
+        "matched on, so its output can never leave the span of those keys.")
+    st.latex(r"z = \sum_j a_j v_j;\qquad V = K \;\Rightarrow\; z = \sum_j a_j k_j \in \operatorname{span}\{k_j\},"
+             r"\qquad \text{residual} = \frac{|z - P_K z|}{|z|}")
+    accuracies = {mid: R.clean_accuracy(mid, sel.device) for mid in R.TIED_PAIR}
+    cols = st.columns(2)
+    for col, mid in zip(cols, R.TIED_PAIR):
+        col.metric(f"{MODEL_NAMES[mid]} ({mid})", f"{accuracies[mid]:.1%}",
+                   help=f"accuracy on {R.N_ACCURACY} fresh recall examples")
+    c1, c2 = st.columns(2)
+    layer = URL.layer.widget(c1.segmented_control, "Layer", required=True)
+    head = URL.head.widget(c2.segmented_control, "Head", required=True)
+    reports = {mid: R.span_report(mid, sel.device) for mid in R.TIED_PAIR}
+    points = {f"{MODEL_NAMES[mid]}": (reports[mid].inside[layer, head], reports[mid].outside[layer, head])
+              for mid in R.TIED_PAIR}
+    st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position, "
+                                                f"split against the span of the keys it could see"),
+                    key="retrieval.span")
+    rows = [{"model": mid, "layer": lay, "head": h, "largest relative residual": float(reports[mid].worst()[lay, h]),
+             "median relative residual": float(np.median(reports[mid].relative[lay, h]))}
+            for mid in R.TIED_PAIR for lay in range(2) for h in range(2)]
+    table = pd.DataFrame(rows)
+    st.dataframe(table.style.format({"largest relative residual": "{:.2e}", "median relative residual": "{:.2e}"}),
+                 hide_index=True)
+    tied_worst = float(reports["recall-tied"].worst().max())
+    untied_median = float(np.median(reports["recall-decoder"].relative))
+    st.markdown(
+        f"**What you just saw.** Every head of the tied model writes inside the span of its keys (largest residual "
+        f"{tied_worst:.1e}, rounding error), while the untied model's outputs leave it (median residual "
+        f"{untied_median:.2f}): its values live in their own subspace. The tied model reaches {accuracies['recall-tied']:.1%} "
+        f"against {accuracies['recall-decoder']:.1%}: one vector must now both match the query and carry the answer.")
+    csv_button(table, "retrieval_key_span", "retrieval.csv_span")
+    try:
+        st.page_link("pages/heads.py", label="The Heads page checks a related identity: orthogonal heads, "
+                                             "(W_V^i)ᵀ W_V^j = 0, do not interfere.", icon=":material/hub:")
+    except StreamlitAPIException:  # run alone (not through app.py's navigation): no page registry
+        st.caption("The Heads page checks a related identity: orthogonal heads do not interfere.")
+    try_this(
+        "Switch between the layers and heads: the orange points (tied) lie on the horizontal axis every time.",
+        "Compare the two accuracies. With the same recipe and steps, the tied model has no separate place to "
+        "carry the digit: the one vector per position must be found by the query and also hold the answer. "
+        "How far above chance (one in five pairs) does it get?")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Hijacking by a large-norm key
+# ---------------------------------------------------------------------------------------------
+
+
+def hijack_panel(sel: Selection) -> None:
+    st.header("4. Hijacking attention with one huge key")
+    st.markdown(
+        "A dot product grows with the length of the key, so one key made long enough outscores every other, "
+        "whatever it means. Below, one position's keys are multiplied by $\\alpha$ in every layer and head of a "
+        "trained recall model (a hook on this call only, `hook_k_raw`, before any clipping; the shared model is "
+        "untouched), and the accuracy on 256 examples is measured. The same attack runs on two models trained "
+        "with a defence: every key's norm clipped to 2, and cosine scores that ignore the key's length.")
+    st.latex(r"k_p \leftarrow \alpha\, k_p:\qquad \text{dot: } q\cdot(\alpha k_p) = \alpha\, q\cdot k_p,\qquad"
+             r"\text{clip: } |k_p| \le c,\qquad \text{cosine: } \cos(q, \alpha k_p) = \cos(q, k_p)")
+    c1, c2, c3 = st.columns(3)
+    position = URL.pos.widget(c1.selectbox, "Position whose key is scaled",
+                              format_func=lambda p: f"{p} ({'letter' if p % 2 == 0 else 'digit'} of pair {p // 2 + 1})")
+    alpha = URL.alpha.widget(c2.select_slider, "α (log scale)")
+    seen = URL.seen.widget(c3.selectbox, "Attention shown for", format_func=lambda m: f"{MODEL_NAMES[m]} ({m})")
+    curves = {mid: R.hijack_curve(mid, sel.device, int(position)) for mid in R.DEFENDED}
+    alphas = np.array(R.ALPHAS)
+    accuracy = {MODEL_NAMES[m]: np.array([p.accuracy for p in curves[m]]) for m in R.DEFENDED}
+    mass = {MODEL_NAMES[m]: np.array([p.mass for p in curves[m]]) for m in R.DEFENDED}
+    st.plotly_chart(R.hijack_figure(alphas, accuracy, mass, float(alpha),
+                                    title=f"scaling the key at position {position}"), key="retrieval.hijack")
+    point, pattern, tokens = R.hijack_example(seen, sel.device, int(position), float(alpha))
+    st.plotly_chart(R.pattern_figure(pattern, tokens, title=f"{MODEL_NAMES[seen]}, α = {alpha:g}: last layer, "
+                                                            f"mean over heads, first example"), key="retrieval.pattern")
+    st.caption(f"At α = {alpha:g}, {MODEL_NAMES[seen]}: accuracy {point.accuracy:.1%}; the answer position gives "
+               f"{point.mass:.1%} of its attention to position {position}; every query after it gives "
+               f"{point.mass_all_queries:.1%} on average.")
+    summary = hijack_summary(curves, sel.device)
+    st.dataframe(summary.style.format({c: "{:.1%}" for c in summary.columns if c != "model"}), hide_index=True)
+    st.markdown(hijack_verdict(summary))
+    frame = pd.DataFrame([{"model": m, "alpha": p.alpha, "accuracy": p.accuracy, "attention_on_key": p.mass,
+                           "attention_on_key_all_queries": p.mass_all_queries} for m in R.DEFENDED for p in curves[m]])
+    csv_button(frame, "retrieval_hijack", "retrieval.csv_hijack")
+    try_this(
+        "Raise α from 1 to 10 on the undefended model: heads whose query has a positive dot product with the "
+        "scaled key swing to it (those with a negative one are pushed off it instead), and accuracy falls.",
+        "Switch the heatmap to cosine scores: the column of the scaled key stays as it was for every α.",
+        "Scale a letter position (even) and then a digit position (odd): which one hurts the undefended model "
+        "more, and why might that be?")
+
+
+def hijack_summary(curves: dict, device: str) -> pd.DataFrame:
+    """Per model: clean accuracy on fresh examples, and accuracy and attention on the key at the largest alpha."""
+    rows = []
+    for mid in R.DEFENDED:
+        worst = curves[mid][-1]
+        rows.append({"model": f"{MODEL_NAMES[mid]} ({mid})", "clean accuracy": R.clean_accuracy(mid, device),
+                     "accuracy at α = 1": curves[mid][0].accuracy, f"accuracy at α = {worst.alpha:g}": worst.accuracy,
+                     f"attention on the key at α = {worst.alpha:g}": worst.mass})
+    return pd.DataFrame(rows)
+
+
+def hijack_verdict(summary: pd.DataFrame) -> str:
+    """One sentence per defence from the measured table: did it hold, and what did it cost when clean."""
+    clean, attacked = summary["clean accuracy"], summary.iloc[:, 3]
+    base = float(clean.iloc[0])
+    lines = [f"**Measured.** Undefended: {clean.iloc[0]:.1%} clean, {attacked.iloc[0]:.1%} at the largest α."]
+    for i in (1, 2):
+        held = float(summary["accuracy at α = 1"].iloc[i]) - float(attacked.iloc[i]) <= HELD
+        cost = base - float(clean.iloc[i])
+        compared = "the same as" if abs(cost) < 0.0005 else f"{abs(cost):.1%} {'below' if cost > 0 else 'above'}"
+        lines.append(f"{summary['model'].iloc[i]}: {'held' if held else 'did not hold'} "
+                     f"({attacked.iloc[i]:.1%} at the largest α); its clean accuracy is {clean.iloc[i]:.1%}, "
+                     f"{compared} the undefended model's.")
+    return " ".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Where the equivalences hold
+# ---------------------------------------------------------------------------------------------
+
+
+def equivalence_panel() -> None:
+    st.header("5. Where the equivalences hold")
+    st.markdown(
+        "Both slogans above have a condition. Attention weights equal Nadaraya-Watson weights only when every key "
+        "has the same norm; then the kernel is a Gaussian around the query's direction $u$ with variance "
+        "$1/(\\text{scale}\\cdot|q|)$. And the one-hot limit picks the key with the **largest dot product**, which "
+        "is the **nearest** key only when the norms are equal. Stretch one key and watch both statements fail.")
+    st.latex(r"\operatorname{softmax}_j(q\cdot k_j) = \operatorname{NW}_j \iff |k_j| \text{ equal};\qquad"
+             r"\arg\max_j q\cdot k_j = \arg\min_j |u - k_j| \iff |k_j| \text{ equal}")
+    c1, c2 = st.columns(2)
+    stretch = URL.stretch.widget(c1.slider, "Stretch of key B (1 = equal norms)", step=0.1)
+    qnorm = URL.qn5.widget(c2.select_slider, "Query norm |q|")
+    keys = A.stretched_keys(float(stretch))
+    result = A.equivalence(keys, 0.0, float(qnorm))
+    names = ["A", "B", "C"]
+    labels = [f"{n} |k|={result.norms[i]:.2f}" for i, n in enumerate(names)]
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(R.arrows_figure(keys, labels, A.unit(0.0), (result.argmax_dot,), result.attention,
+                                        title="the query's direction u and three keys"), key="retrieval.eq_arrows")
+    with right:
+        st.plotly_chart(R.weights_figure(names, result.attention, result.kernel,
+                                         title=f"attention against the Gaussian kernel (variance {result.variance:.3g})"),
+                        key="retrieval.eq_weights")
+    same = result.argmax_dot == result.nearest
+    st.markdown(
+        f"Largest difference between the two weightings: **{result.max_difference:.2e}**. The largest dot product "
+        f"is key **{names[result.argmax_dot]}**, the nearest key to u is **{names[result.nearest]}**: "
+        + ("the same key." if same else "not the same key, so a hard lookup here is not a nearest-neighbour search."))
+    csv_button(pd.DataFrame({"key": names, "norm": result.norms, "attention": result.attention,
+                             "gaussian_kernel": result.kernel}), "retrieval_equivalence", "retrieval.csv_eq")
+    try_this(
+        "At stretch 1 the bars match to about 1e-16 and A (nearest) wins. Stretch B to 1.5: the bars part.",
+        "Stretch B past 2 (its dot product 2·cos 60° passes A's cos 15°): the winner switches to B even though A "
+        "is still the nearest key.",
+        "Shrink B below 1: the kernel now favours B more than attention does, the other way round.")
+
+
+def not_found_note(missing: list[str]) -> None:
+    """Say which bundled models are missing (a checkout without them) instead of failing."""
+    st.error(f"The bundled recall models {', '.join(missing)} are missing; rebuild them with "
+             f"`python -m core.train --only <id>`.")
+
+
+def models_present(ids) -> bool:
+    """Whether every bundled model the model panels need is in the manifest (else a message is shown)."""
+    known = {e["id"] for e in models.manifest()}
+    missing = [m for m in ids if m not in known]
+    if missing:
+        not_found_note(missing)
+    return not missing
+
+
+ALL_MODELS = tuple(dict.fromkeys(R.TIED_PAIR + R.DEFENDED))
