@@ -68,6 +68,7 @@ from streamlit.proto.Slider_pb2 import Slider  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root, for deploy/
+from core.tasks import get_task  # noqa: E402
 from deploy.cluster import Cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,13 +86,16 @@ TRAIN_STEPS = "100"  # trainers' URL setting: a short run
 
 # Pages in the order a student meets them (url paths; "" is Home), and per page the URL states a
 # student opens it with (besides its own model and input), taken from bench/page_snapshot.py.
-PAGES = ["attention", "heads", "masks", "positions", "depth", "train", ""]
+PAGES = ["attention", "heads", "masks", "retrieval", "positions", "depth", "cost", "train", ""]
 PAGE_STATES: dict[str, list[dict[str, str]]] = {
     "attention": [{}, {"view": "head", "layer": "1", "head": "2", "query": "3"}, {"view": "steps", "temp": "0.5"}],
     "heads": [{}, {"view": "roles", "layer": "1", "head": "1"}, {"view": "ablation", "ablate": "L0H1,L1H0", "mode": "mean"}],
     "masks": [{}, {"preset": "causal", "layer": "1", "head": "1"}, {"preset": "sliding", "w": "2", "token": "3", "scope": "layer"}],
     "positions": [{}, {"pe_n": "32", "pe_d": "16", "k": "3", "layer": "1"}, {"swap": "sinusoidal", "order": "brackets", "ext": "40"}],
     "depth": [{}, {"at": "3", "L": "24", "rho": "0.3"}, {"stack": "encoder", "n": "256", "H": "2", "tau": "0.5"}],
+    "retrieval": [{}, {"points": "step", "qnorm": "300", "beta": "10", "alpha": "1000"},
+                  {"table": "tie", "angle": "20", "layer": "0", "head": "1", "seen": "recall-cosine", "stretch": "2.5"}],
+    "cost": [{}, {"d": "128", "heads": "8", "nmax": "512"}, {"preset": "bert-base", "b": "16", "nmax": "256"}],
     "train": [{}, {"task": "sort", "arch": "decoder", "pos": "rope", "norm": "post"}, {"task": "brackets", "arch": "encoder", "layers": "1"}],
     "": [{}],
 }
@@ -119,7 +123,10 @@ def _digits(rng: random.Random, n: int = 8) -> list[str]:
 
 
 def make_input(task: str, arch: str, rng: random.Random) -> list[str]:
-    """A valid input for a bundled model's task, in the form of the task's own examples."""
+    """A valid input for a bundled model's task, in the form of the task's own examples (varied by hand
+    for the older tasks, which gives more distinct inputs; the task's own generator for the rest)."""
+    if task not in ("induction", "agreement", "brackets", "future-legality", "sort", "reverse", "copy"):
+        return get_task(task).example(arch, seed=rng.randrange(10 ** 9))
     if task == "induction":
         k = rng.randrange(6, 10)
         seq = [rng.choice(LETTERS) for _ in range(k)]
@@ -170,11 +177,12 @@ def make_profiles(n: int, trainers: int, seed: int) -> list[Profile]:
     """N students, each with its own model (round robin over the bundled ones) and a distinct input:
     no student's input is a run of another's tokens, so finding one in a page is a real finding."""
     models = json.loads(MANIFEST.read_text())
+    stride = next(k for k in (5, 7, 11, 13, 1) if math.gcd(k, len(models)) == 1)  # visits every model
     rng = random.Random(seed)
     profiles: list[Profile] = []
     texts: list[str] = []
     for i in range(n):
-        m = models[(i * 5) % len(models)]  # a stride, so neighbours get different tasks
+        m = models[(i * stride) % len(models)]  # a stride, so neighbours get different tasks
         for _ in range(1000):
             tokens = make_input(m["task"], m["arch"], rng)
             text = " " + " ".join(tokens) + " "
