@@ -382,13 +382,15 @@ def solve(name: str, args: Mapping[str, Any], ctx: Context = Context()) -> Solut
     return k.solve(ctx, k.arguments(args))
 
 
-def grade(name: str, args: Mapping[str, Any], answer: Any = None, ctx: Context = Context()) -> Feedback:
-    """Right or wrong, and why: a pick or number answer against the computed one, or the state in `ctx`."""
+def grade(name: str, args: Mapping[str, Any], answer: Any = None, ctx: Context = Context(),
+          solution: Optional[Solution] = None) -> Feedback:
+    """Right or wrong, and why: a pick or number answer against the computed one (or the `solution`
+    already computed for these arguments), or the state in `ctx`."""
     k = kind(name)
     full = k.arguments(args)
     if k.sort == STATE:
         return k.judge(ctx, full)
-    solution = k.solve(ctx, full)
+    solution = solution or k.solve(ctx, full)
     if k.sort == PICK:
         ok = str(answer) in solution.right
         return Feedback(ok, solution.why if ok else f"{answer} is not the one: the measurement says otherwise.")
