@@ -35,6 +35,7 @@ html, body, [data-testid="stApp"] { font-size: 22px; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; line-height: 1.45; }
 h1 { font-size: 2.2rem !important; } h2, h3 { font-size: 1.7rem !important; }
 [data-testid="stPlotlyChart"] .main-svg text { font-size: 16px !important; }
+.st-key-lesson_pgup, .st-key-lesson_pgdn { display: none !important; }  /* keys only: a clicker's page up/down */
 </style>
 """
 
@@ -143,16 +144,20 @@ def _leave() -> None:
 
 
 def draw(lesson: L.Lesson, k: int) -> None:
-    """The bar: lesson, step k of n, narration, try this, the check, and the step buttons."""
+    """The bar: lesson, step k of n, narration, try this, the check, and the step buttons. In presenter
+    mode the narration and the check sit side by side, so the page's figure still shows at 1024x768."""
     step, n = lesson.steps[k - 1], len(lesson.steps)
     with st.container(border=True, key="lesson_bar"):
         st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}")
         st.progress(k / n)
-        st.markdown(f"#### {step.title}")
-        st.markdown(step.narration)
-        st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in step.try_this))
-        if step.check is not None:
-            check_panel(lesson, k, step.check)
+        story, task = st.columns([3, 2]) if presenting() else (st.container(), st.container())
+        with story:
+            st.markdown(f"#### {step.title}")
+            st.markdown(step.narration)
+        with task:
+            st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in step.try_this))
+            if step.check is not None:
+                check_panel(lesson, k, step.check)
         nav_buttons(lesson, k, n)
 
 
