@@ -19,7 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core import checks as C
 from core import lessons as L
-from ui import lessons_catalog, models, query
+from ui import classroom, lessons_catalog, models, query
 from ui.memo import memo
 from ui.nav import PAGES
 
@@ -107,6 +107,7 @@ def show() -> Optional[tuple[L.Lesson, int]]:
     """Open and draw the lesson bar when the URL names a lesson; returns (lesson, step) or None."""
     if presenting():
         st.html(PRESENT_CSS)
+    joined = classroom.follow()  # a student following a class: the teacher's step goes into the URL first
     lesson_id = st.query_params.get("lesson")
     if lesson_id is None:
         st.session_state.pop(APPLIED_KEY, None)
@@ -121,7 +122,8 @@ def show() -> Optional[tuple[L.Lesson, int]]:
     current = current_page()
     if st.session_state.get(APPLIED_KEY) != (lesson.id, k):
         open_step(lesson, k, current)
-    draw(lesson, k)
+    draw(lesson, k, locked=bool(joined and joined[1]))
+    classroom.teach(lesson.id, k)  # a teacher's step moves their class
     return lesson, k
 
 
@@ -143,9 +145,10 @@ def _leave() -> None:
         st.query_params.pop(name, None)
 
 
-def draw(lesson: L.Lesson, k: int) -> None:
+def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
     """The bar: lesson, step k of n, narration, try this, the check, and the step buttons. In presenter
-    mode the narration and the check sit side by side, so the page's figure still shows at 1024x768."""
+    mode the narration and the check sit side by side, so the page's figure still shows at 1024x768.
+    `locked`: a student following a class cannot step on their own (the teacher moves the class)."""
     step, n = lesson.steps[k - 1], len(lesson.steps)
     with st.container(border=True, key="lesson_bar"):
         st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}")
@@ -158,25 +161,27 @@ def draw(lesson: L.Lesson, k: int) -> None:
             st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in step.try_this))
             if step.check is not None:
                 check_panel(lesson, k, step.check)
-        nav_buttons(lesson, k, n)
+        nav_buttons(lesson, k, n, locked)
 
 
-def nav_buttons(lesson: L.Lesson, k: int, n: int) -> None:
+def nav_buttons(lesson: L.Lesson, k: int, n: int, locked: bool = False) -> None:
     """Back, next, reset and leave; in presenter mode the arrow and page keys step too."""
     present = presenting()
+    if locked:
+        st.caption("Your teacher moves the class from step to step; *Explore on my own* above lets you step alone.")
     with st.container(horizontal=True, key="lesson_nav"):
-        st.button("Back", icon=":material/arrow_back:", disabled=k == 1, on_click=_go, args=(k - 1,),
+        st.button("Back", icon=":material/arrow_back:", disabled=k == 1 or locked, on_click=_go, args=(k - 1,),
                   key="lesson_back", shortcut="Left" if present else None)
-        st.button("Next", icon=":material/arrow_forward:", type="primary", disabled=k == n, on_click=_go,
+        st.button("Next", icon=":material/arrow_forward:", type="primary", disabled=k == n or locked, on_click=_go,
                   args=(k + 1,), key="lesson_next", shortcut="Right" if present else None)
         st.button("Reset this step", icon=":material/restart_alt:", on_click=_reset, key="lesson_reset",
                   help="Open this step's view again (model, input and every control).")
         if present:  # page up / page down, as a presentation clicker sends them
-            st.button("Page up", key="lesson_pgup", disabled=k == 1, on_click=_go, args=(k - 1,),
+            st.button("Page up", key="lesson_pgup", disabled=k == 1 or locked, on_click=_go, args=(k - 1,),
                       shortcut="PageUp", type="tertiary")
-            st.button("Page down", key="lesson_pgdn", disabled=k == n, on_click=_go, args=(k + 1,),
+            st.button("Page down", key="lesson_pgdn", disabled=k == n or locked, on_click=_go, args=(k + 1,),
                       shortcut="PageDown", type="tertiary")
-        else:
+        elif not locked:
             st.button("Leave the lesson", icon=":material/close:", on_click=_leave, key="lesson_leave",
                       type="tertiary")
 

@@ -15,7 +15,7 @@ import streamlit as st
 
 from core import checks as C
 from core import lessons as L
-from ui import lessons_bar, lessons_catalog
+from ui import classroom, lessons_bar, lessons_catalog
 from ui.page import try_this
 from ui.params import Choice, Flag, Int, Params, Text
 
@@ -26,6 +26,7 @@ URL = Params(
     Text("lesson", "", written=False),  # read by the lesson bar on every page
     Int("step", 1, lo=1, hi=L.MAX_STEPS, written=False),
     Flag("present", False, written=False),
+    Text("class", "", written=False),  # a student's class code (ui.classroom)
 )
 
 
@@ -122,6 +123,12 @@ kind = "mask_lambda2"
 question = "Make a mask whose graph has lambda_2 = 0."
 hint = "Block-diagonal masks never let the blocks talk."
 args = { target = 0.0 }'''
+
+
+def class_panel() -> None:
+    """Open a class (teacher) or join one (student)."""
+    lessons, _ = lessons_bar.known_lessons()
+    classroom.class_panel({l.id: l.title for l in lessons.values()})
 
 
 def check_kinds_panel() -> None:

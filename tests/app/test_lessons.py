@@ -123,3 +123,52 @@ def test_an_uploaded_file_with_a_problem_is_refused_with_its_line():
         lessons_catalog.parse_upload(bad, "mine.toml")
     with pytest.raises(ValueError, match="has no parameter 'rm'"):
         lessons_catalog.parse_upload(good.replace(b"pe_n = 64", b"rm = 64", 1), "mine.toml")
+
+
+# --- a class that follows the teacher ----------------------------------------------------------
+
+def test_three_students_follow_the_teacher_and_cannot_move_the_class():
+    teacher = app_at("pages/lessons.py")
+    teacher.selectbox(key="lessons.class_lesson").set_value("compact-primer").run()
+    teacher.button(key="class_open").click().run()
+    assert_ok(teacher)
+    code = teacher.session_state["glassbox.class.teacher"][0]
+    assert "step 1 of 7" in bar_caption(teacher)
+
+    students = [app_at(None, {"class": code}) for _ in range(3)]
+    for s in students:
+        assert_ok(s)
+        assert "step 1 of 7" in bar_caption(s) and s.button(key="lesson_next").disabled  # locked while following
+
+    teacher.button(key="lesson_next").click().run()
+    teacher.button(key="lesson_next").click().run()
+    assert "step 3 of 7" in bar_caption(teacher)
+    for s in students:
+        s.run()  # what the one-second poll does in a browser
+        assert_ok(s)
+        assert "step 3 of 7" in bar_caption(s) and page_title(s) == "Positions"
+
+    # A student detaches and explores: the class does not move, the others stay with the teacher.
+    loner = students[0]
+    loner.button(key="class_detach").click().run()
+    loner.button(key="lesson_next").click().run()
+    assert "step 4 of 7" in bar_caption(loner)
+    for s in students[1:]:
+        s.run()
+        assert "step 3 of 7" in bar_caption(s)
+    teacher.run()
+    assert "step 3 of 7" in bar_caption(teacher)
+
+    # Re-joining brings the student back to the teacher's step.
+    loner.button(key="class_rejoin").click().run()
+    assert_ok(loner)
+    assert "step 3 of 7" in bar_caption(loner)
+
+
+def test_a_wrong_class_code_is_reported():
+    at = app_at(None, {"class": "ZZZZZZ"})
+    assert_ok(at)
+    assert any("no class ZZZZZZ" in w.value for w in at.warning)
+    at = app_at(None, {"class": "<b>1</b>"})
+    assert_ok(at)
+    assert any("not a class code" in w.value for w in at.warning)
