@@ -151,7 +151,9 @@ def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
     `locked`: a student following a class cannot step on their own (the teacher moves the class)."""
     step, n = lesson.steps[k - 1], len(lesson.steps)
     with st.container(border=True, key="lesson_bar"):
-        st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}")
+        teaching = classroom.teaching()
+        st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}"
+                   + (f" · :material/groups: class **{teaching}**" if teaching else ""))
         st.progress(k / n)
         story, task = st.columns([3, 2]) if presenting() else (st.container(), st.container())
         with story:

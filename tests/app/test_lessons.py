@@ -133,7 +133,9 @@ def test_three_students_follow_the_teacher_and_cannot_move_the_class():
     teacher.button(key="class_open").click().run()
     assert_ok(teacher)
     code = teacher.session_state["glassbox.class.teacher"][0]
-    assert "step 1 of 7" in bar_caption(teacher)
+    assert "step 1 of 7" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
+    teacher.switch_page("pages/lessons.py").run()  # the class panel: code, link and a QR code
+    assert any(f"Class code: `{code}`" in m.value for m in teacher.markdown) and teacher.get("image")
 
     students = [app_at(None, {"class": code}) for _ in range(3)]
     for s in students:
@@ -163,6 +165,17 @@ def test_three_students_follow_the_teacher_and_cannot_move_the_class():
     loner.button(key="class_rejoin").click().run()
     assert_ok(loner)
     assert "step 3 of 7" in bar_caption(loner)
+
+
+def test_a_teachers_folder_is_listed_and_its_broken_files_named(tmp_path, monkeypatch):
+    good = (L.LESSONS_DIR / "compact-primer.toml").read_text()
+    (tmp_path / "my-walk.toml").write_text(good.replace('title = "The compact primer"', 'title = "My own walk"', 1))
+    (tmp_path / "broken.toml").write_text(good.replace('kind = "max_heads"', 'kind = "os.system"', 1))
+    monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
+    at = app_at("pages/lessons.py")
+    assert_ok(at)
+    assert any(m.value == "##### My own walk" for m in at.markdown)
+    assert any("broken.toml, line" in e.value and "unknown check kind 'os.system'" in e.value for e in at.error)
 
 
 def test_a_wrong_class_code_is_reported():
