@@ -226,7 +226,11 @@ def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
     label = "Check what I set" if check.sort == C.STATE else "Check"
     feedback = st.session_state.setdefault(FEEDBACK_KEY, {})
     if st.button(label, icon=":material/task_alt:", key=f"lesson_check.{lesson.id}.{k}"):
-        verdict = grade(check, answer)
+        try:
+            verdict = grade(check, answer)
+        except ValueError as exc:  # e.g. a teacher's check names a role or preset that does not exist
+            st.error(f"This check cannot run: {exc}")
+            return
         misses = feedback.get(where, (False, "", 0))[2] + (not verdict.ok)
         feedback[where] = (verdict.ok, verdict.why, misses)
     if where in feedback:

@@ -185,3 +185,12 @@ def test_a_wrong_class_code_is_reported():
     at = app_at(None, {"class": "<b>1</b>"})
     assert_ok(at)
     assert any("not a class code" in w.value for w in at.warning)
+
+
+def test_a_check_that_cannot_run_says_so_on_the_page(tmp_path, monkeypatch):
+    text = (L.LESSONS_DIR / "attention-as-retrieval.toml").read_text()
+    (tmp_path / "odd-roles.toml").write_text(text.replace('role = "induction"', 'role = "wizard"', 1))
+    monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
+    at = app_at(None, {"lesson": "odd-roles", "step": "4"})
+    assert_ok(at)
+    assert any("This check cannot run" in e.value and "wizard" in e.value for e in at.error)
