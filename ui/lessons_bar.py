@@ -26,6 +26,10 @@ from ui.nav import PAGES
 APPLIED_KEY = "glassbox.lesson.applied"  # (lesson id, step) whose view this session last opened
 FEEDBACK_KEY = "glassbox.lesson.feedback"  # (lesson id, step) -> (right?, why, wrong tries so far)
 UPLOADED_KEY = "glassbox.lesson.uploaded"  # lessons a teacher uploaded in this session, by id
+SCROLLED_KEY = "glassbox.lesson.scrolled"  # the (lesson id, step) whose page was last scrolled to its top
+# Our own constant script (no input in it): a new step starts at the top of the page, where its bar is.
+TO_TOP = ("<script>/* step {step} */ const m = document.querySelector('[data-testid=\"stMain\"]');"
+          " if (m) m.scrollTo(0, 0); window.scrollTo(0, 0);</script>")
 PRESENT_CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stHeader"],
@@ -150,6 +154,9 @@ def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
     mode the narration and the check sit side by side, so the page's figure still shows at 1024x768.
     `locked`: a student following a class cannot step on their own (the teacher moves the class)."""
     step, n = lesson.steps[k - 1], len(lesson.steps)
+    if st.session_state.get(SCROLLED_KEY) != (lesson.id, k):
+        st.session_state[SCROLLED_KEY] = (lesson.id, k)
+        st.html(TO_TOP.format(step=f"{lesson.id} {k}"), unsafe_allow_javascript=True)
     with st.container(border=True, key="lesson_bar"):
         teaching = classroom.teaching()
         st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}"
