@@ -2,7 +2,8 @@
 
 A lesson file (assets/lessons/<id>.toml) holds a title, a level, the seed chapter it follows, a
 one-line summary and its steps. Each step has a title, a short narration (markdown, math
-allowed), the view it opens (a page under pages/ plus the URL parameters it sets), one or two
+allowed), the view it opens (a page under pages/ plus the URL parameters it sets; a `model` must
+be a bundled one, so every student has it), one or two
 "try this" prompts and optionally a check (a kind from core.checks and its arguments).
 Anything malformed is a ValueError that names the problem and its line in the file, so a
 teacher's own file either loads whole or not at all.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Optional
 
 from core import checks
+from core.checkpoints import read_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS_DIR = ROOT / "assets" / "lessons"
@@ -172,6 +174,11 @@ def _view(src: _Source, raw: Mapping, step: int, views: Optional[Views]) -> tupl
                             f"page {page!r} has no parameter {name!r} "
                             f"(it has: {', '.join(sorted(views[page]))})")
         query[name] = _query_value(src, step, name, value)
+    if "model" in query:
+        models = sorted(entry["id"] for entry in read_manifest())
+        if query["model"] not in models:
+            raise src.error(src.line_of("model", step, after=src.line_of("view", step)),
+                            f"unknown model {query['model']!r} (bundled models: {', '.join(models)})")
     return page, query
 
 

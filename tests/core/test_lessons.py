@@ -49,6 +49,7 @@ def test_a_good_file_loads_with_its_view_as_url_text():
 @pytest.mark.parametrize("old, new, line, words", [
     ('page = "attention.py"', 'page = "nowhere.py"', 9, "unknown page 'nowhere.py'"),
     ('layer = 1', 'colour = 1', 13, "has no parameter 'colour'"),
+    ('model = "induction-rope"', 'model = "gpt-5"', 12, "unknown model 'gpt-5'"),
     ('kind = "scalar_weight"', 'kind = "run_this_code"', 15, "unknown check kind 'run_this_code'"),
     ('args = { key = 3 }', 'args = { key = "three" }', 18, "must be int"),
     ('args = { key = 3 }', 'args = { key = 3, shell = "rm" }', 18, "no argument 'shell'"),
