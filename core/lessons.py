@@ -3,8 +3,8 @@
 A lesson file (assets/lessons/<id>.toml) holds a title, a level, the seed chapter it follows, a
 one-line summary and its steps. Each step has a title, a short narration (markdown, math
 allowed), the view it opens (a page under pages/ plus the URL parameters it sets; a `model` must
-be a bundled one, so every student has it), one or two
-"try this" prompts and optionally a check (a kind from core.checks and its arguments).
+be a bundled one, so every student has it), one or two "try this" prompts and optionally a check
+(a kind from core.checks and its arguments).
 Anything malformed is a ValueError that names the problem and its line in the file, so a
 teacher's own file either loads whole or not at all.
 """
