@@ -8,13 +8,15 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
+from ui import lessons_bar
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
 # made small-model runs and training chunks many times slower on a 2-core server.
 torch.set_num_threads(1)
 
-st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide")
+st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide",
+                   initial_sidebar_state="collapsed" if lessons_bar.presenting() else "auto")  # ?present=1
 
 PAGES = {
     section: [

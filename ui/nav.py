@@ -51,6 +51,8 @@ HOME = PageInfo("pages/home.py", "Home", ":material/home:", "", "Start",
                 "What this app is and where to go.")
 PAGES: list[PageInfo] = [
     HOME,
+    PageInfo("pages/lessons.py", "Lessons", ":material/school:", "lessons", "Start",
+             "Guided walks through the pages, one per chapter, with questions that check what you understood."),
     PageInfo("pages/attention.py", "Attention", ":material/grid_on:", "attention", "Look inside",
              "Every head of every layer, one head up close, and one query worked out number by number."),
     PageInfo("pages/positions.py", "Positions", ":material/linear_scale:", "positions", "Look inside",

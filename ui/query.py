@@ -154,3 +154,11 @@ def write(**values) -> None:
         text = str(value)
         if st.query_params.get(name) != text:
             st.query_params[name] = text
+
+
+def forget(keys: Iterable[str]) -> None:
+    """Forget what this session read from the URL and the values of these widget keys, so that every
+    `seed` reads the URL again on this run (a lesson step opening its view, or "reset this step")."""
+    st.session_state.pop(_BOOK_KEY, None)
+    for key in keys:
+        st.session_state.pop(key, None)

@@ -16,7 +16,7 @@ import torch
 from core.analysis import tensor_from
 from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
-from ui import ensure_app_navigation, models, query
+from ui import ensure_app_navigation, lessons_bar, models, query
 from ui.memo import memo
 from ui.params import Choice, Params, Text
 
@@ -142,6 +142,7 @@ def _tokenise(task: Task, text: str, what: str, cap: int) -> tuple[Optional[list
 def shared_sidebar() -> Selection:
     """Draw the shared sidebar and return the current Selection (stops the page on a fatal error)."""
     ensure_app_navigation()
+    lessons_bar.show()  # a lesson step opens its view here, before any control reads the URL
     with st.sidebar:
         st.markdown("### Model and input")
         previous = st.session_state.get(MODEL_KEY)

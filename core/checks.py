@@ -1,0 +1,402 @@
+"""The checks a lesson can ask: a registry of named kinds, each a plain function of its arguments.
+
+A lesson file names a kind and gives its arguments; it never holds code. There are three sorts:
+- "pick": choose the right item (a head, a key) from options; the right one is computed from a
+  real model when the check runs (e.g. the head with the highest induction score);
+- "number": type a number; core computes the right value and the tolerance decides;
+- "state": the student sets something on the page (a mask, a temperature) and the check reads
+  what they set (the page's URL parameters), e.g. "make a mask whose graph has lambda_2 = 0".
+Every answer gets feedback that says right or wrong and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import torch
+
+from core import masks as M
+from core.analysis import attention as A
+from core.analysis.heads.roles import ROLES, role_scores
+from core.checkpoints import load_bundled
+from core.tasks import get_task
+
+PICK, NUMBER, STATE = "pick", "number", "state"
+ModelLoader = Callable[[str], tuple]  # model id -> (Transformer, meta)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check may look at: a way to load models (the app passes its cached loader) and the
+    state the student has set (the page's URL parameters, as text)."""
+
+    load_model: ModelLoader = load_bundled
+    state: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Solution:
+    """The right answer of a pick or number check, the options offered (pick), and why it is right."""
+
+    right: Any  # a number, or for a pick the tuple of accepted options (near-ties all count)
+    why: str
+    options: tuple = ()
+    tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The verdict on one try: right or wrong, and a sentence saying why."""
+
+    ok: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of check: what it asks for, its arguments (name -> type, and defaults), and its function.
+
+    A pick or number kind's `solve(ctx, args)` returns the Solution; a state kind's
+    `judge(ctx, args)` reads `ctx.state` and returns Feedback, and `examples(args)` gives one
+    state that passes and one that fails (used by tests and by the lessons page's preview).
+    """
+
+    name: str
+    sort: str  # PICK, NUMBER or STATE
+    summary: str
+    required: Mapping[str, type]
+    optional: Mapping[str, Any] = field(default_factory=dict)
+    solve: Optional[Callable[[Context, dict], Solution]] = None
+    judge: Optional[Callable[[Context, dict], Feedback]] = None
+    examples: Optional[Callable[[dict], tuple[dict, dict]]] = None
+
+    def arguments(self, given: Mapping[str, Any]) -> dict:
+        """The arguments with defaults filled in; ValueError naming an unknown, missing or mistyped one."""
+        unknown = sorted(set(given) - set(self.required) - set(self.optional))
+        if unknown:
+            allowed = ", ".join(sorted([*self.required, *self.optional]))
+            raise ValueError(f"check kind {self.name!r} has no argument {unknown[0]!r} (it takes: {allowed})")
+        missing = [name for name in self.required if name not in given]
+        if missing:
+            raise ValueError(f"check kind {self.name!r} needs the argument {missing[0]!r}")
+        out = {**self.optional, **given}
+        for name, value in given.items():
+            want = self.required.get(name) or type(self.optional[name])
+            if not _is(value, want):
+                raise ValueError(f"argument {name!r} of check kind {self.name!r} must be {want.__name__}, "
+                                 f"got {value!r}")
+        return out
+
+
+def _is(value: Any, want: type) -> bool:
+    if want is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if want is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if want is list:
+        return isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value)
+    return isinstance(value, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pick the right item, computed from a model
+# ---------------------------------------------------------------------------------------------
+
+
+def head_label(layer: int, head: int) -> str:
+    """How a head is named in options and answers: L1H0 is head 0 of layer 1."""
+    return f"L{layer}H{head}"
+
+
+def _self_attention_kind(arch: str, side: str) -> A.AttentionKind:
+    kinds = [k for k in A.attention_kinds(arch) if k.module != "cross_attn"]
+    chosen = [k for k in kinds if side in ("", k.key)]
+    if not chosen:
+        raise ValueError(f"a {arch} model has no self-attention called {side!r} "
+                         f"(it has: {', '.join(k.key for k in kinds)})")
+    return chosen[0]
+
+
+def _head_with_role(ctx: Context, args: dict) -> Solution:
+    if args["role"] not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, got {args['role']!r}")
+    model, meta = ctx.load_model(args["model"])
+    task = get_task(meta["task"])
+    kind = _self_attention_kind(model.cfg.arch, args["attention"])
+    roles = role_scores(model, kind, task.vocab, task, n=args["probes"])
+    scores = roles.scores[args["role"]]  # [layer head]
+    if np.isnan(scores).all():
+        raise ValueError(f"the {args['role']} score cannot be measured on {args['model']}: {roles.notes[args['role']]}")
+    best = float(np.nanmax(scores))
+    accepted = tuple(head_label(l, h) for l in range(scores.shape[0]) for h in range(scores.shape[1])
+                     if scores[l, h] >= best - args["margin"])
+    options = tuple(head_label(l, h) for l in range(scores.shape[0]) for h in range(scores.shape[1]))
+    ranked = sorted(((float(scores[l, h]), head_label(l, h)) for l in range(scores.shape[0])
+                     for h in range(scores.shape[1])), reverse=True)
+    top = ", ".join(f"{label} {score:.2f}" for score, label in ranked[:3])
+    tied = f" ({' and '.join(accepted)} are within {args['margin']:g} of each other: each counts)" \
+        if len(accepted) > 1 else ""
+    why = (f"The {args['role']} scores, highest first: {top}; an evenly spread head would get "
+           f"{roles.chance[args['role']]:.2f}{tied}. Measured: {roles.notes[args['role']]}.")
+    return Solution(accepted, why, options)
+
+
+def _most_attended_key(ctx: Context, args: dict) -> Solution:
+    model, meta = ctx.load_model(args["model"])
+    task = get_task(meta["task"])
+    tokens = args["input"].split()
+    ids = torch.tensor([task.vocab.encode(tokens)], device=model.device)  # [1 pos]
+    if model.cfg.arch == "encoder-decoder":
+        raise ValueError("most_attended_key reads self-attention of an encoder or decoder model")
+    kind = _self_attention_kind(model.cfg.arch, "")
+    layer, head, query = args["layer"], args["head"], args["query"]
+    if not (0 <= layer < model.cfg.n_layers and 0 <= head < model.cfg.n_heads and 0 <= query < len(tokens)):
+        raise ValueError(f"layer {layer}, head {head} or query {query} is outside this model and input")
+    name = kind.hook(layer, "hook_pattern")
+    _, cache = model.run_with_cache(ids, [name])
+    row = cache[name][0, head, query].float().cpu().numpy()  # [k]
+    options = tuple(f"{k}: {t}" for k, t in enumerate(tokens))
+    best = int(np.argmax(row))
+    accepted = tuple(options[k] for k in range(len(row)) if row[k] >= row[best] - args["margin"])
+    why = (f"Query {query} ({tokens[query]!r}) in {head_label(layer, head)} puts {row[best]:.2f} of its weight "
+           f"on key {best} ({tokens[best]!r}), more than on any other key.")
+    return Solution(accepted, why, options)
+
+
+# ---------------------------------------------------------------------------------------------
+# A number within a tolerance, computed by core
+# ---------------------------------------------------------------------------------------------
+
+
+def _scalar_steps(args: dict) -> A.AttentionSteps:
+    return A.scalar_example(float(args["q"]), [float(k) for k in args["keys"]], [float(v) for v in args["values"]],
+                            d_k=args["d_k"], temperature=float(args["temperature"]))
+
+
+def _scalar_weight(ctx: Context, args: dict) -> Solution:
+    steps = _scalar_steps(args)
+    i = args["key"] - 1
+    if not 0 <= i < len(steps.weights):
+        raise ValueError(f"key must be between 1 and {len(steps.weights)}, got {args['key']}")
+    scores = ", ".join(f"{s:.3g}" for s in steps.scores)
+    why = (f"The scores are {scores}; the softmax gives key {args['key']} the weight "
+           f"exp({steps.scores[i]:.3g}) / sum exp = {steps.weights[i]:.4f}.")
+    return Solution(float(steps.weights[i]), why, tolerance=float(args["tolerance"]))
+
+
+def _scalar_output(ctx: Context, args: dict) -> Solution:
+    steps = _scalar_steps(args)
+    values = np.ravel(steps.values)  # [keys] (one number per value)
+    terms = " + ".join(f"{w:.3f}*{v:g}" for w, v in zip(steps.weights, values))
+    why = f"The output is the weighted sum of the values: {terms} = {float(steps.output[0]):.4f}."
+    return Solution(float(steps.output[0]), why, tolerance=float(args["tolerance"]))
+
+
+def mask_of(preset: str, n: int, knobs: Mapping[str, Any]) -> torch.Tensor:
+    """The [q k] bool mask a Masks-page preset describes, with its knobs (w, b, s, g, real, density,
+    rseed, formula); the formula is parsed by core.masks, never evaluated."""
+    def knob(name: str, default: int) -> int:
+        return min(max(int(knobs.get(name, default)), 0), n)
+    if preset == "full":
+        return M.full(n)
+    if preset == "causal":
+        return M.causal(n)
+    if preset == "sliding":
+        return M.sliding_window(n, knob("w", 2))
+    if preset == "block":
+        return M.block_diagonal(n, max(knob("b", 4), 1))
+    if preset == "strided":
+        return M.strided(n, max(knob("s", 3), 1))
+    if preset == "global":
+        return M.global_local(n, knob("g", 1), knob("w", 2))
+    if preset == "padding":
+        return M.padding(n, max(knob("real", n), 1))
+    if preset == "random":
+        return M.random_mask(n, float(knobs.get("density", 0.3)), int(knobs.get("rseed", 0)))
+    if preset == "formula":
+        return M.from_formula(str(knobs.get("formula", "")), n)
+    raise ValueError(f"unknown mask preset {preset!r}")
+
+
+MASK_MEASURES = {
+    "lambda_2": (M.algebraic_connectivity, "the algebraic connectivity lambda_2"),
+    "density": (M.density, "the fraction of allowed query-key pairs"),
+    "layers_to_reach_all": (lambda m: M.layers_to_reach_all(m, max_layers=64) or math.inf,
+                            "the number of layers until every token can reach every other"),
+}
+
+
+def _mask_measure(ctx: Context, args: dict) -> Solution:
+    if args["measure"] not in MASK_MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(MASK_MEASURES)}, got {args['measure']!r}")
+    measure, words = MASK_MEASURES[args["measure"]]
+    knobs = {k: args[k] for k in ("w", "b", "s", "g") if args[k] >= 0}
+    mask = mask_of(args["preset"], args["n"], knobs)
+    value = float(measure(mask))
+    why = f"For the {args['preset']} mask on {args['n']} tokens, {words} is {value:.4g}."
+    return Solution(value, why, tolerance=float(args["tolerance"]))
+
+
+def _max_heads(ctx: Context, args: dict) -> Solution:
+    if args["d_v"] < 1 or args["d_model"] < 1:
+        raise ValueError("d_model and d_v must be positive")
+    h = args["d_model"] // args["d_v"]
+    why = (f"Heads with mutually orthogonal value subspaces of size {args['d_v']} fit at most "
+           f"floor({args['d_model']} / {args['d_v']}) = {h} times into {args['d_model']} dimensions.")
+    return Solution(float(h), why, tolerance=0.0)
+
+
+def _attention_vs_rnn_cost(ctx: Context, args: dict) -> Solution:
+    n, d = args["n"], args["d"]
+    if n < 1 or d < 1:
+        raise ValueError("n and d must be positive")
+    ratio = (n * n * d) / (n * d * d)
+    why = (f"Self-attention costs about n^2 d = {n * n * d:,} operations per layer, a recurrent layer "
+           f"n d^2 = {n * d * d:,}: the ratio is n / d = {ratio:.4g}.")
+    return Solution(ratio, why, tolerance=float(args["tolerance"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# State checks: what the student has set on the page
+# ---------------------------------------------------------------------------------------------
+
+
+def _compare(value: float, target: float, tol: float, how: str) -> bool:
+    if how == "at_least":
+        return value >= target - tol
+    if how == "at_most":
+        return value <= target + tol
+    return abs(value - target) <= tol
+
+
+def _student_mask(state: Mapping[str, str]) -> tuple[torch.Tensor, str]:
+    tokens = str(state.get("input", "")).split()
+    if not tokens:
+        raise ValueError("there is no input yet: open the Masks page of this step first")
+    preset = str(state.get("preset", "causal"))
+    knobs = {k: state[k] for k in ("w", "b", "s", "g", "real", "density", "rseed", "formula") if k in state}
+    return mask_of(preset, len(tokens), knobs), preset
+
+
+def _mask_lambda2_state(ctx: Context, args: dict) -> Feedback:
+    how = args["compare"]
+    if how not in ("equal", "at_least", "at_most"):
+        raise ValueError(f"compare must be equal, at_least or at_most, got {how!r}")
+    try:
+        mask, preset = _student_mask(ctx.state)
+    except (ValueError, TypeError) as exc:
+        return Feedback(False, f"Your mask could not be read: {exc}.")
+    value = M.algebraic_connectivity(mask)
+    ok = _compare(value, float(args["target"]), float(args["tolerance"]), how)
+    words = {"equal": "equal to", "at_least": "at least", "at_most": "at most"}[how]
+    parts = "it falls apart into pieces that never exchange information" if value < 1e-9 else "it is connected"
+    return Feedback(ok, f"Your {preset} mask's graph has lambda_2 = {value:.3g} ({parts}); the goal was "
+                        f"{words} {float(args['target']):g}.")
+
+
+def _mask_lambda2_examples(args: dict) -> tuple[dict, dict]:
+    connected = {"input": "a b c d e f", "preset": "full"}
+    broken = {"input": "a b c d e f", "preset": "block", "b": "2"}
+    target_zero = args["compare"] == "at_most" or (args["compare"] == "equal" and float(args["target"]) == 0)
+    return (broken, connected) if target_zero else (connected, broken)
+
+
+def _param_in_range(ctx: Context, args: dict) -> Feedback:
+    name, lo, hi = args["param"], float(args["lo"]), float(args["hi"])
+    raw = ctx.state.get(name, args["default"])
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return Feedback(False, f"{name} is {raw!r} now, not a number.")
+    ok = lo <= value <= hi
+    return Feedback(ok, f"{name} is {value:g}; the goal was between {lo:g} and {hi:g}.")
+
+
+def _param_in_range_examples(args: dict) -> tuple[dict, dict]:
+    lo, hi = float(args["lo"]), float(args["hi"])
+    outside = hi + abs(hi - lo) + 1
+    return {args["param"]: f"{(lo + hi) / 2:g}"}, {args["param"]: f"{outside:g}"}
+
+
+def _param_is(ctx: Context, args: dict) -> Feedback:
+    name, wanted = args["param"], [str(v) for v in args["values"]]
+    value = str(ctx.state.get(name, args["default"]))
+    ok = value in wanted
+    return Feedback(ok, f"{name} is {value!r} now; the goal was {' or '.join(repr(w) for w in wanted)}.")
+
+
+def _param_is_examples(args: dict) -> tuple[dict, dict]:
+    return {args["param"]: str(args["values"][0])}, {args["param"]: "\u2205 none of these"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------------------------
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("head_with_role", PICK, "Pick the head that plays a role (induction, previous token, ...), measured "
+         "on the model's role scores.", {"model": str, "role": str}, {"attention": "", "probes": 32, "margin": 0.05},
+         solve=_head_with_role),
+    Kind("most_attended_key", PICK, "Pick the key one query of one head attends to most, on a given input.",
+         {"model": str, "input": str, "layer": int, "head": int, "query": int}, {"margin": 0.02},
+         solve=_most_attended_key),
+    Kind("scalar_weight", NUMBER, "The softmax weight on one key of the one-number attention example.",
+         {"key": int}, {"q": A.TOY_QUERY, "keys": list(A.TOY_KEYS), "values": list(A.TOY_VALUES), "d_k": 1,
+                        "temperature": 1.0, "tolerance": 0.01}, solve=_scalar_weight),
+    Kind("scalar_output", NUMBER, "The output (weighted sum of values) of the one-number attention example.",
+         {}, {"q": A.TOY_QUERY, "keys": list(A.TOY_KEYS), "values": list(A.TOY_VALUES), "d_k": 1,
+              "temperature": 1.0, "tolerance": 0.01}, solve=_scalar_output),
+    Kind("mask_measure", NUMBER, "A number about a mask's graph: lambda_2, density or layers to reach all.",
+         {"preset": str, "n": int, "measure": str}, {"w": -1, "b": -1, "s": -1, "g": -1, "tolerance": 0.01},
+         solve=_mask_measure),
+    Kind("max_heads", NUMBER, "How many heads with orthogonal value subspaces fit: floor(d_model / d_v).",
+         {"d_model": int, "d_v": int}, solve=_max_heads),
+    Kind("attention_vs_rnn_cost", NUMBER, "Cost of self-attention over a recurrent layer: n^2 d / (n d^2).",
+         {"n": int, "d": int}, {"tolerance": 0.01}, solve=_attention_vs_rnn_cost),
+    Kind("mask_lambda2", STATE, "The student's own mask on the Masks page has a given lambda_2.",
+         {"target": float}, {"compare": "equal", "tolerance": 1e-6},
+         judge=_mask_lambda2_state, examples=_mask_lambda2_examples),
+    Kind("param_in_range", STATE, "A number the student set on the page lies in a range.",
+         {"param": str, "lo": float, "hi": float}, {"default": ""},
+         judge=_param_in_range, examples=_param_in_range_examples),
+    Kind("param_is", STATE, "A choice the student made on the page is one of the given values.",
+         {"param": str, "values": list}, {"default": ""}, judge=_param_is, examples=_param_is_examples),
+)}
+
+
+def kind(name: str) -> Kind:
+    """The check kind of this name; ValueError listing the known kinds otherwise."""
+    if name not in KINDS:
+        raise ValueError(f"unknown check kind {name!r} (known: {', '.join(KINDS)})")
+    return KINDS[name]
+
+
+def solve(name: str, args: Mapping[str, Any], ctx: Context = Context()) -> Solution:
+    """The right answer of a pick or number check."""
+    k = kind(name)
+    if k.solve is None:
+        raise ValueError(f"check kind {name!r} reads what the student set; it has no answer to type")
+    return k.solve(ctx, k.arguments(args))
+
+
+def grade(name: str, args: Mapping[str, Any], answer: Any = None, ctx: Context = Context(),
+          solution: Optional[Solution] = None) -> Feedback:
+    """Right or wrong, and why: a pick or number answer against the computed one (or the `solution`
+    already computed for these arguments), or the state in `ctx`."""
+    k = kind(name)
+    full = k.arguments(args)
+    if k.sort == STATE:
+        return k.judge(ctx, full)
+    solution = solution or k.solve(ctx, full)
+    if k.sort == PICK:
+        ok = str(answer) in solution.right
+        return Feedback(ok, solution.why if ok else f"{answer} is not the one: the measurement says otherwise.")
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return Feedback(False, f"{answer!r} is not a number.")
+    ok = math.isfinite(value) and abs(value - solution.right) <= solution.tolerance + 1e-12
+    return Feedback(ok, solution.why if ok else f"{value:g} is not within {solution.tolerance:g} of the right value.")

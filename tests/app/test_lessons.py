@@ -1,0 +1,196 @@
+"""The lesson bar on the pages: every bundled step opens its page with its view and no exception;
+back, next and reset work; checks give feedback with a hint after a wrong try; bad links are reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import lessons as L
+from tests.app.conftest import app_at, assert_ok
+from ui import lessons_catalog
+from ui.nav import PAGES
+
+TITLES = {p.path.split("/")[-1]: p.title for p in PAGES}
+LESSONS = {l.id: l for l in L.bundled(lessons_catalog.views())}
+
+
+def bar_caption(at) -> str:
+    return next(c.value for c in at.caption if "step " in c.value and " of " in c.value)
+
+
+def page_title(at) -> str:
+    return at.title[0].value if at.title else ""
+
+
+@pytest.mark.parametrize("lesson_id", sorted(LESSONS))
+def test_every_step_opens_its_page_with_its_view(lesson_id):
+    """One session walks the lesson by its links: one run per step."""
+    lesson = LESSONS[lesson_id]
+    at = None
+    for k, step in enumerate(lesson.steps, start=1):
+        if at is None:
+            at = app_at(None, {"lesson": lesson_id, "step": str(k)})
+        else:
+            at.query_params["step"] = str(k)
+            at.run()
+        assert_ok(at)
+        assert f"step {k} of {len(lesson.steps)}" in bar_caption(at)
+        expected = "Transformer Glassbox" if step.page == "home.py" else TITLES[step.page]
+        assert page_title(at).startswith(expected), (k, step.title)
+        if "model" in step.query:  # the sidebar writes it back (page controls may be left out at defaults)
+            assert at.query_params.get("model") == step.query["model"], k
+
+
+def test_next_back_and_reset():
+    at = app_at(None, {"lesson": "mechanics-of-attention", "step": "3"})
+    assert page_title(at) == "Attention" and at.query_params["model"] == "induction-rope"
+    at.selectbox(key="glassbox.model").set_value("sort-decoder").run()
+    assert at.query_params["model"] == "sort-decoder"  # the student may change anything
+    at.button(key="lesson_reset").click().run()
+    assert_ok(at)
+    assert at.query_params["model"] == "induction-rope"  # ... and reset brings the step's view back
+    at.button(key="lesson_next").click().run()
+    assert_ok(at)
+    assert "step 4 of" in bar_caption(at) and at.query_params["dk"] == "256"
+    at.button(key="lesson_back").click().run()
+    assert "step 3 of" in bar_caption(at)
+
+
+def test_a_number_check_says_wrong_with_a_hint_then_right():
+    at = app_at(None, {"lesson": "attention-as-retrieval", "step": "2"})
+    at.number_input(key="lesson_answer.attention-as-retrieval.2").set_value(0.2).run()
+    at.button(key="lesson_check.attention-as-retrieval.2").click().run()
+    assert at.error and "Not yet" in at.error[0].value
+    assert any("Hint:" in i.value for i in at.info)
+    at.number_input(key="lesson_answer.attention-as-retrieval.2").set_value(0.5005).run()
+    at.button(key="lesson_check.attention-as-retrieval.2").click().run()
+    assert at.success and "Right" in at.success[0].value and "0.5005" in at.success[0].value
+
+
+def test_a_state_check_reads_the_students_own_mask():
+    at = app_at(None, {"lesson": "encoder-decoder-stacks", "step": "4"})
+    key = "lesson_check.encoder-decoder-stacks.4"
+    at.button(key=key).click().run()
+    assert at.error and "connected" in at.error[0].value  # the step opens with a full mask
+    at.selectbox(key="masks.all.preset").set_value("block").run()
+    at.button(key=key).click().run()
+    assert_ok(at)
+    assert at.success and "lambda_2 = 0" in at.success[0].value
+
+
+def test_a_pick_check_offers_the_models_heads():
+    at = app_at(None, {"lesson": "attention-as-retrieval", "step": "4"})
+    radio = at.radio(key="lesson_answer.attention-as-retrieval.4")
+    assert "L1H2" in radio.options and "L0H0" in radio.options
+    radio.set_value("L0H0").run()
+    at.button(key="lesson_check.attention-as-retrieval.4").click().run()
+    assert at.error and "Not yet" in at.error[0].value
+
+
+def test_bad_lesson_links_are_reported_not_crashed():
+    at = app_at(None, {"lesson": "no-such-lesson", "step": "1"})
+    assert_ok(at)
+    assert any("no lesson called" in w.value for w in at.warning)
+    at = app_at(None, {"lesson": "compact-primer", "step": "99"})
+    assert_ok(at)
+    assert any("outside 1..7" in w.value for w in at.warning) and "step 7 of 7" in bar_caption(at)
+
+
+def test_presenter_mode_hides_the_chrome_and_binds_the_keys():
+    at = app_at(None, {"lesson": "compact-primer", "step": "2", "present": "1"})
+    assert_ok(at)
+    assert any("stSidebar" in h.proto.body for h in at.get("html"))
+    keys = {b.key for b in at.button}
+    assert {"lesson_back", "lesson_next", "lesson_pgup", "lesson_pgdn"} <= keys
+
+
+def test_the_lessons_page_lists_every_lesson_with_its_length():
+    at = app_at("pages/lessons.py")
+    assert_ok(at)
+    text = " ".join(c.value for c in at.caption)
+    for lesson in LESSONS.values():
+        assert f"{len(lesson.steps)} steps" in text
+    at.segmented_control(key="lessons.level").set_value("advanced").run()
+    assert_ok(at)
+    assert [m.value for m in at.markdown if m.value.startswith("#####")] == ["##### The architecture, and why it replaced RNNs"]
+
+
+def test_an_uploaded_file_with_a_problem_is_refused_with_its_line():
+    good = (L.LESSONS_DIR / "compact-primer.toml").read_bytes()
+    assert lessons_catalog.parse_upload(good, "mine.toml").id == "upload-mine"
+    bad = good.replace(b'page = "positions.py"', b'page = "secret.py"', 1)
+    with pytest.raises(ValueError, match=r"mine.toml, line \d+: unknown page 'secret.py'"):
+        lessons_catalog.parse_upload(bad, "mine.toml")
+    with pytest.raises(ValueError, match="has no parameter 'rm'"):
+        lessons_catalog.parse_upload(good.replace(b"pe_n = 64", b"rm = 64", 1), "mine.toml")
+
+
+# --- a class that follows the teacher ----------------------------------------------------------
+
+def test_three_students_follow_the_teacher_and_cannot_move_the_class():
+    teacher = app_at("pages/lessons.py")
+    teacher.selectbox(key="lessons.class_lesson").set_value("compact-primer").run()
+    teacher.button(key="class_open").click().run()
+    assert_ok(teacher)
+    code = teacher.session_state["glassbox.class.teacher"][0]
+    assert "step 1 of 7" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
+    teacher.switch_page("pages/lessons.py").run()  # the class panel: code, link and a QR code
+    assert any(f"Class code: `{code}`" in m.value for m in teacher.markdown) and teacher.get("image")
+
+    students = [app_at(None, {"class": code}) for _ in range(3)]
+    for s in students:
+        assert_ok(s)
+        assert "step 1 of 7" in bar_caption(s) and s.button(key="lesson_next").disabled  # locked while following
+
+    teacher.button(key="lesson_next").click().run()
+    teacher.button(key="lesson_next").click().run()
+    assert "step 3 of 7" in bar_caption(teacher)
+    for s in students:
+        s.run()  # what the one-second poll does in a browser
+        assert_ok(s)
+        assert "step 3 of 7" in bar_caption(s) and page_title(s) == "Positions"
+
+    # A student detaches and explores: the class does not move, the others stay with the teacher.
+    loner = students[0]
+    loner.button(key="class_detach").click().run()
+    loner.button(key="lesson_next").click().run()
+    assert "step 4 of 7" in bar_caption(loner)
+    for s in students[1:]:
+        s.run()
+        assert "step 3 of 7" in bar_caption(s)
+    teacher.run()
+    assert "step 3 of 7" in bar_caption(teacher)
+
+    # Re-joining brings the student back to the teacher's step.
+    loner.button(key="class_rejoin").click().run()
+    assert_ok(loner)
+    assert "step 3 of 7" in bar_caption(loner)
+
+
+def test_a_teachers_folder_is_listed_and_its_broken_files_named(tmp_path, monkeypatch):
+    good = (L.LESSONS_DIR / "compact-primer.toml").read_text()
+    (tmp_path / "my-walk.toml").write_text(good.replace('title = "The compact primer"', 'title = "My own walk"', 1))
+    (tmp_path / "broken.toml").write_text(good.replace('kind = "max_heads"', 'kind = "os.system"', 1))
+    monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
+    at = app_at("pages/lessons.py")
+    assert_ok(at)
+    assert any(m.value == "##### My own walk" for m in at.markdown)
+    assert any("broken.toml, line" in e.value and "unknown check kind 'os.system'" in e.value for e in at.error)
+
+
+def test_a_wrong_class_code_is_reported():
+    at = app_at(None, {"class": "ZZZZZZ"})
+    assert_ok(at)
+    assert any("no class ZZZZZZ" in w.value for w in at.warning)
+    at = app_at(None, {"class": "<b>1</b>"})
+    assert_ok(at)
+    assert any("not a class code" in w.value for w in at.warning)
+
+
+def test_a_check_that_cannot_run_says_so_on_the_page(tmp_path, monkeypatch):
+    text = (L.LESSONS_DIR / "attention-as-retrieval.toml").read_text()
+    (tmp_path / "odd-roles.toml").write_text(text.replace('role = "induction"', 'role = "wizard"', 1))
+    monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
+    at = app_at(None, {"lesson": "odd-roles", "step": "4"})
+    assert_ok(at)
+    assert any("This check cannot run" in e.value and "wizard" in e.value for e in at.error)

@@ -1,0 +1,250 @@
+"""The lesson bar: while `?lesson=<id>&step=<k>` is in the URL, every page opens with the step's
+narration, "step k of n", back and next, the step's check, and "reset this step".
+
+The shared sidebar calls `show()` before it draws anything, so every page (including pages added
+later) gets the bar at its top without an edit. Opening a step writes its view into the URL,
+makes every control read the URL again (ui.query.forget) and switches to the step's page; after
+that the student may change anything, and "reset this step" opens the view again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Optional
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from core import checks as C
+from core import lessons as L
+from ui import classroom, lessons_catalog, models, query
+from ui.memo import memo
+from ui.nav import PAGES
+
+APPLIED_KEY = "glassbox.lesson.applied"  # (lesson id, step) whose view this session last opened
+FEEDBACK_KEY = "glassbox.lesson.feedback"  # (lesson id, step) -> (right?, why, wrong tries so far)
+UPLOADED_KEY = "glassbox.lesson.uploaded"  # lessons a teacher uploaded in this session, by id
+SCROLLED_KEY = "glassbox.lesson.scrolled"  # the (lesson id, step) whose page was last scrolled to its top
+# Our own constant script (no input in it): a new step starts at the top of the page, where its bar is.
+TO_TOP = ("<script>/* step {step} */ const m = document.querySelector('[data-testid=\"stMain\"]');"
+          " if (m) m.scrollTo(0, 0); window.scrollTo(0, 0);</script>")
+PRESENT_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stHeader"],
+[data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stSidebarNav"] { display: none !important; }
+html, body, [data-testid="stApp"] { font-size: 22px; }
+[data-testid="stMainBlockContainer"] { padding: 1rem 1.5rem; max-width: 100%; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; line-height: 1.45; }
+h1 { font-size: 2.2rem !important; } h2, h3 { font-size: 1.7rem !important; }
+[data-testid="stPlotlyChart"] .main-svg text { font-size: 16px !important; }
+.st-key-lesson_pgup, .st-key-lesson_pgdn { display: none !important; }  /* keys only: a clicker's page up/down */
+</style>
+"""
+
+
+def presenting() -> bool:
+    """Whether the URL asks for presenter mode (`?present=1`)."""
+    return st.query_params.get("present") == "1"
+
+
+def known_lessons() -> tuple[dict[str, L.Lesson], list[str]]:
+    """The bundled lessons, the teacher's folder, and this session's uploads (by id), and load problems."""
+    lessons, problems = lessons_catalog.catalogue()
+    lessons = {**lessons, **st.session_state.get(UPLOADED_KEY, {})}
+    return lessons, problems
+
+
+def current_page() -> str:
+    """The file name (under pages/) of the page running now, e.g. "attention.py"."""
+    ctx = get_script_run_ctx()
+    info = ctx.pages_manager.get_pages().get(ctx.page_script_hash) if ctx is not None else None
+    return Path(info["script_path"]).name if info and info.get("script_path") else "home.py"
+
+
+def _widget_keys() -> list[str]:
+    """Every widget key bound to a URL parameter, on every page and in the sidebar."""
+    from ui import sidebar
+    keys = [p.key for p in sidebar.URL] + [sidebar.TGT_MODE_KEY, sidebar.SEED_KEY]
+    for p in PAGES:
+        try:
+            table = getattr(importlib.import_module(f"ui.{Path(p.path).stem}_view"), "URL", ())
+        except ModuleNotFoundError:
+            continue
+        keys.extend(param.key for param in table)
+    return keys
+
+
+def step_query(lesson: L.Lesson, k: int, keep: dict) -> dict:
+    """The whole URL of step k (1-based): the lesson's own parameters, then the step's view."""
+    out = {name: value for name, value in keep.items() if name in lessons_catalog.LESSON_PARAMS}
+    out.update(lesson=lesson.id, step=str(k))
+    out.update(lesson.steps[k - 1].query)
+    return out
+
+
+def open_step(lesson: L.Lesson, k: int, current_page: str) -> None:
+    """Put step k's view into the URL, make every control read it again, and go to its page."""
+    new = step_query(lesson, k, dict(st.query_params))
+    query.forget(_widget_keys())
+    st.session_state[APPLIED_KEY] = (lesson.id, k)
+    page = lesson.steps[k - 1].page
+    if page != current_page:
+        st.switch_page(f"pages/{page}", query_params=new)
+    st.query_params.from_dict(new)
+
+
+def _step_number(n: int) -> int:
+    raw = st.query_params.get("step", "1")
+    try:
+        k = int(str(raw).strip())
+    except ValueError:
+        query.note(f"URL parameter step={str(raw)[:40]!r} is not a whole number; opening step 1.")
+        return 1
+    if not 1 <= k <= n:
+        query.note(f"URL parameter step={k} is outside 1..{n}; opening step {min(max(k, 1), n)}.")
+    return min(max(k, 1), n)
+
+
+def show() -> Optional[tuple[L.Lesson, int]]:
+    """Open and draw the lesson bar when the URL names a lesson; returns (lesson, step) or None."""
+    if presenting():
+        st.html(PRESENT_CSS)
+    joined = classroom.follow()  # a student following a class: the teacher's step goes into the URL first
+    lesson_id = st.query_params.get("lesson")
+    if lesson_id is None:
+        st.session_state.pop(APPLIED_KEY, None)
+        return None
+    lessons, _ = known_lessons()
+    lesson = lessons.get(str(lesson_id))
+    if lesson is None:
+        shown = ", ".join(sorted(lessons))
+        st.warning(f"There is no lesson called {str(lesson_id)[:60]!r}. Lessons: {shown}.", icon=":material/school:")
+        return None
+    k = _step_number(len(lesson.steps))
+    current = current_page()
+    if st.session_state.get(APPLIED_KEY) != (lesson.id, k):
+        open_step(lesson, k, current)
+    draw(lesson, k, locked=bool(joined and joined[1]))
+    classroom.teach(lesson.id, k)  # a teacher's step moves their class
+    return lesson, k
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing the bar
+# ---------------------------------------------------------------------------------------------
+
+
+def _go(k: int) -> None:
+    st.query_params["step"] = str(k)
+
+
+def _reset() -> None:
+    st.session_state.pop(APPLIED_KEY, None)
+
+
+def _leave() -> None:
+    for name in ("lesson", "step"):
+        st.query_params.pop(name, None)
+
+
+def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
+    """The bar: lesson, step k of n, narration, try this, the check, and the step buttons. In presenter
+    mode the narration and the check sit side by side, so the page's figure still shows at 1024x768.
+    `locked`: a student following a class cannot step on their own (the teacher moves the class)."""
+    step, n = lesson.steps[k - 1], len(lesson.steps)
+    if st.session_state.get(SCROLLED_KEY) != (lesson.id, k):
+        st.session_state[SCROLLED_KEY] = (lesson.id, k)
+        st.html(TO_TOP.format(step=f"{lesson.id} {k}"), unsafe_allow_javascript=True)
+    with st.container(border=True, key="lesson_bar"):
+        teaching = classroom.teaching()
+        st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}"
+                   + (f" · :material/groups: class **{teaching}**" if teaching else ""))
+        st.progress(k / n)
+        story, task = st.columns([3, 2]) if presenting() else (st.container(), st.container())
+        with story:
+            st.markdown(f"#### {step.title}")
+            st.markdown(step.narration)
+        with task:
+            st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in step.try_this))
+            if step.check is not None:
+                check_panel(lesson, k, step.check)
+        nav_buttons(lesson, k, n, locked)
+
+
+def nav_buttons(lesson: L.Lesson, k: int, n: int, locked: bool = False) -> None:
+    """Back, next, reset and leave; in presenter mode the arrow and page keys step too."""
+    present = presenting()
+    if locked:
+        st.caption("Your teacher moves the class from step to step; *Explore on my own* above lets you step alone.")
+    with st.container(horizontal=True, key="lesson_nav"):
+        st.button("Back", icon=":material/arrow_back:", disabled=k == 1 or locked, on_click=_go, args=(k - 1,),
+                  key="lesson_back", shortcut="Left" if present else None)
+        st.button("Next", icon=":material/arrow_forward:", type="primary", disabled=k == n or locked, on_click=_go,
+                  args=(k + 1,), key="lesson_next", shortcut="Right" if present else None)
+        st.button("Reset this step", icon=":material/restart_alt:", on_click=_reset, key="lesson_reset",
+                  help="Open this step's view again (model, input and every control).")
+        if present:  # page up / page down, as a presentation clicker sends them
+            st.button("Page up", key="lesson_pgup", disabled=k == 1 or locked, on_click=_go, args=(k - 1,),
+                      shortcut="PageUp", type="tertiary")
+            st.button("Page down", key="lesson_pgdn", disabled=k == n or locked, on_click=_go, args=(k + 1,),
+                      shortcut="PageDown", type="tertiary")
+        elif not locked:
+            st.button("Leave the lesson", icon=":material/close:", on_click=_leave, key="lesson_leave",
+                      type="tertiary")
+
+
+@memo(maxsize=128)
+def _solution(kind: str, args_json: str) -> C.Solution:
+    """A pick or number check's answer, computed once per process (bundled models are shared)."""
+    return C.solve(kind, json.loads(args_json), C.Context(load_model=models.get_model))
+
+
+def solution(check: L.Check) -> C.Solution:
+    return _solution(check.kind, json.dumps(dict(check.args), sort_keys=True))
+
+
+def grade(check: L.Check, answer) -> C.Feedback:
+    """The verdict on an answer (pick, number) or on what the student has set (the URL as it stands)."""
+    if check.sort == C.STATE:
+        state = {name: st.query_params.get(name) for name in st.query_params}
+        return C.grade(check.kind, check.args, ctx=C.Context(load_model=models.get_model, state=state))
+    if answer is None:
+        return C.Feedback(False, "Pick one of the options first." if check.sort == C.PICK else "Type a number first.")
+    return C.grade(check.kind, check.args, answer, solution=solution(check))
+
+
+def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
+    """The question, the answer control, a Check button, and the feedback (with the hint after a miss)."""
+    where = (lesson.id, k)
+    st.markdown(f"**Check:** {check.question}")
+    answer = None
+    try:
+        if check.sort == C.PICK:
+            answer = st.radio("Your answer", solution(check).options, index=None, horizontal=True,
+                              key=f"lesson_answer.{lesson.id}.{k}", label_visibility="collapsed")
+        elif check.sort == C.NUMBER:
+            answer = st.number_input("Your answer", value=None, format="%.4f", key=f"lesson_answer.{lesson.id}.{k}",
+                                     placeholder="type a number", label_visibility="collapsed")
+    except ValueError as exc:
+        st.error(f"This check cannot run on this server: {exc}")
+        return
+    label = "Check what I set" if check.sort == C.STATE else "Check"
+    feedback = st.session_state.setdefault(FEEDBACK_KEY, {})
+    if st.button(label, icon=":material/task_alt:", key=f"lesson_check.{lesson.id}.{k}"):
+        try:
+            verdict = grade(check, answer)
+        except ValueError as exc:  # e.g. a teacher's check names a role or preset that does not exist
+            st.error(f"This check cannot run: {exc}")
+            return
+        misses = feedback.get(where, (False, "", 0))[2] + (not verdict.ok)
+        feedback[where] = (verdict.ok, verdict.why, misses)
+    if where in feedback:
+        ok, why, misses = feedback[where]
+        if ok:
+            st.success(f"Right. {why}", icon=":material/check_circle:")
+        else:
+            st.error(f"Not yet. {why}", icon=":material/cancel:")
+            if misses:
+                st.info(f"Hint: {check.hint}", icon=":material/lightbulb:")

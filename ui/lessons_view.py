@@ -1,0 +1,143 @@
+"""The Lessons page's panels: the list of lessons, a teacher's own files, and the check kinds a lesson may use.
+
+The lesson bar itself (ui.lessons_bar) sits on whichever page a step opens; this page lists what
+there is and starts it. `lesson`, `step` and `present` are read by every page (app.py's bar);
+they are declared here too so that the URL fuzz test feeds them hostile values.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pandas as pd
+import streamlit as st
+
+from core import checks as C
+from core import lessons as L
+from ui import classroom, lessons_bar, lessons_catalog
+from ui.page import try_this
+from ui.params import Choice, Flag, Int, Params, Text
+
+ALL_LEVELS = "all levels"
+URL = Params(
+    "lessons",
+    Choice("level", ALL_LEVELS, choices=(ALL_LEVELS, *L.LEVELS), omit_default=True),
+    Text("lesson", "", written=False),  # read by the lesson bar on every page
+    Int("step", 1, lo=1, hi=L.MAX_STEPS, written=False),
+    Flag("present", False, written=False),
+    Text("class", "", written=False),  # a student's class code (ui.classroom)
+)
+
+
+def seed_url() -> None:
+    """Read the page's own URL parameter before the title, so a problem with it shows under it."""
+    URL.level.seed()
+
+
+def start(lesson_id: str, present: bool) -> None:
+    """Open step 1 of a lesson (the lesson bar then switches to the step's page)."""
+    st.session_state.pop(lessons_bar.APPLIED_KEY, None)
+    st.query_params.from_dict({"lesson": lesson_id, "step": "1", **({"present": "1"} if present else {})})
+
+
+def lesson_rows(lessons: list[L.Lesson]) -> list[dict]:
+    """One row per lesson for the table and its CSV."""
+    return [{"lesson": l.title, "id": l.id, "level": l.level, "chapter": L.CHAPTERS[l.chapter],
+             "steps": len(l.steps), "checks": l.n_checks, "covers": "; ".join(l.sections),
+             "pages": ", ".join(p.removesuffix(".py") for p in l.pages)} for l in lessons]
+
+
+def lesson_list() -> None:
+    """Every lesson with its length and what it covers; Start and Present buttons."""
+    st.header("The lessons")
+    st.markdown("One lesson per chapter of the reference texts, each a walk of 6 to 12 steps across the pages. "
+                "A lesson's link (`?lesson=<id>&step=<k>`) opens that step on any page; add `&present=1` for a "
+                "projector: no sidebar, large type, and the arrow or page keys step through it.")
+    lessons, problems = lessons_bar.known_lessons()
+    level = URL.level.widget(st.segmented_control, "Level", required=True)
+    shown = [l for l in lessons.values() if level == ALL_LEVELS or l.level == level]
+    if not shown:
+        st.info(f"No lesson at the level {level!r} yet.")
+    for lesson in shown:
+        with st.container(border=True):
+            st.markdown(f"##### {lesson.title}")
+            st.caption(f"{lesson.level} · follows *{L.CHAPTERS[lesson.chapter]}* · {len(lesson.steps)} steps, "
+                       f"{lesson.n_checks} checks · pages: {', '.join(p.removesuffix('.py') for p in lesson.pages)}")
+            st.markdown(lesson.summary)
+            st.markdown("Covers: " + " → ".join(lesson.sections))
+            with st.container(horizontal=True):
+                st.button("Start", icon=":material/play_arrow:", type="primary", key=f"start.{lesson.id}",
+                          on_click=start, args=(lesson.id, False))
+                st.button("Present", icon=":material/co_present:", key=f"present.{lesson.id}",
+                          on_click=start, args=(lesson.id, True))
+                st.markdown(f"`?lesson={lesson.id}&step=1`")
+    rows = lesson_rows(shown)
+    if rows:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        st.download_button("Download the list (CSV)", out.getvalue(), "lessons.csv", "text/csv",
+                           icon=":material/download:")
+    for problem in problems:
+        st.error(f"A lesson file in the teacher's folder was not loaded: {problem}", icon=":material/error:")
+    try_this("Start **Attention as retrieval** and answer its first question before you look at the page's numbers.",
+             "Open any step, change the model in the sidebar, then press *reset this step*: the step's view comes back.")
+
+
+def teacher_panel() -> None:
+    """Upload a lesson file: checked line by line; a file with any problem is refused whole."""
+    st.header("Your own lesson")
+    st.markdown(
+        "A lesson is a small TOML file: a title, a level, the chapter it follows, a summary, and `[[steps]]`, each "
+        "with a title, narration, the page it opens, the URL parameters it sets (`[steps.view]`), one or two "
+        "`try` prompts and optionally a `[steps.check]` naming one of the check kinds below. No code runs from it. "
+        f"Files in the folder named by `{lessons_catalog.LESSON_DIR_ENV}` are listed above for everyone.")
+    with st.expander("An example step"):
+        st.code(EXAMPLE_STEP, language="toml")
+    upload = st.file_uploader("Lesson file (.toml)", type=["toml"], key="lessons.upload")
+    if upload is None:
+        return
+    try:
+        lesson = lessons_catalog.parse_upload(upload.getvalue(), upload.name)
+    except ValueError as exc:
+        st.error(f"This lesson was not loaded: {exc}", icon=":material/error:")
+        return
+    st.session_state.setdefault(lessons_bar.UPLOADED_KEY, {})[lesson.id] = lesson
+    st.success(f"Loaded **{lesson.title}**: {len(lesson.steps)} steps, {lesson.n_checks} checks. It is in the list "
+               f"above for this session as `{lesson.id}`.", icon=":material/check_circle:")
+
+
+EXAMPLE_STEP = '''[[steps]]
+section = "Masks as graphs"
+title = "Cut the graph in two"
+narration = "A mask is a graph; lambda_2 = 0 means it falls apart."
+page = "masks.py"
+try = ["Find two presets that give lambda_2 = 0."]
+[steps.view]
+model = "sort-decoder"
+preset = "full"
+[steps.check]
+kind = "mask_lambda2"
+question = "Make a mask whose graph has lambda_2 = 0."
+hint = "Block-diagonal masks never let the blocks talk."
+args = { target = 0.0 }'''
+
+
+def class_panel() -> None:
+    """Open a class (teacher) or join one (student)."""
+    lessons, _ = lessons_bar.known_lessons()
+    classroom.class_panel({l.id: l.title for l in lessons.values()})
+
+
+def check_kinds_panel() -> None:
+    """The check kinds a lesson may name, with their arguments."""
+    st.header("Check kinds")
+    st.markdown("A check names one of these kinds and gives its arguments; the right answer is computed when the "
+                "check runs (from the model for *pick*, by the app's own code for *number*, from what the student "
+                "set for *state*).")
+    rows = [{"kind": k.name, "sort": k.sort, "what it asks": k.summary, "needs": ", ".join(k.required) or "-",
+             "optional (default)": ", ".join(f"{n} ({v!r})" for n, v in k.optional.items()) or "-"}
+            for k in C.KINDS.values()]
+    st.table(pd.DataFrame(rows).set_index("kind"))
