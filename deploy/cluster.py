@@ -87,6 +87,7 @@ class Cluster:
     procs: list[subprocess.Popen] = field(default_factory=list)
     nginx: Optional[subprocess.Popen] = None
     cookie_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for every app server
 
     @property
     def url(self) -> str:
@@ -120,7 +121,7 @@ class Cluster:
         log = (self.workdir / f"app{i}.log").open("wb")
         # One cookie secret for all servers (in the environment, not on the command line where `ps`
         # shows it): a browser moved to another server when its own one died keeps a valid XSRF cookie.
-        env = dict(os.environ, STREAMLIT_SERVER_COOKIE_SECRET=self.cookie_secret)
+        env = dict(os.environ, **self.env, STREAMLIT_SERVER_COOKIE_SECRET=self.cookie_secret)
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),
@@ -168,10 +169,17 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=8080, help="the port students open (default 8080)")
     ap.add_argument("--listen", default="127.0.0.1", help="address nginx listens on (0.0.0.0 for a classroom)")
     ap.add_argument("--server-arg", action="append", default=[], help="extra argument for each streamlit run")
+    ap.add_argument("--redis", default=os.environ.get("GLASSBOX_REDIS_URL", ""), metavar="URL",
+                    help="keep classes in this Redis (redis://host:port/db), so a student on any server can join "
+                         "a class a teacher opened on another (default: $GLASSBOX_REDIS_URL)")
     args = ap.parse_args(argv)
     if not 1 <= args.servers <= 64:
         ap.error("--servers must be between 1 and 64")
-    cluster = Cluster(servers=args.servers, port=args.port, listen_host=args.listen, streamlit_args=args.server_arg)
+    if args.servers > 1 and not args.redis:
+        print("note: without --redis each server keeps its own classes; a student must land on the teacher's "
+              "server to join (lessons and everything else work as usual)", file=sys.stderr)
+    cluster = Cluster(servers=args.servers, port=args.port, listen_host=args.listen, streamlit_args=args.server_arg,
+                      env={"GLASSBOX_REDIS_URL": args.redis} if args.redis else {})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # turns SIGTERM into the finally below
     try:
         cluster.start()

@@ -10,6 +10,7 @@ through every page see no errors and no other student's input.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -18,14 +19,25 @@ from collections import Counter
 import pytest
 
 from deploy.cluster import ROOT, ROUTE_COOKIE, UPSTREAM_HEADER, Cluster
-from tests.e2e.conftest import assert_no_exception, open_page, screenshot
+from tests.core.test_classroom import redis_url  # noqa: F401 - a fixture: a redis-server on a free port
+from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_run
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with Cluster(servers=2) as c:
+def redis_for_classes(request):
+    """A Redis on 127.0.0.1 for the servers' classes, or None where redis-server cannot be had."""
+    try:
+        return request.getfixturevalue("redis_url")
+    except pytest.skip.Exception:
+        return None
+
+
+@pytest.fixture(scope="module")
+def cluster(redis_for_classes):
+    env = {"GLASSBOX_REDIS_URL": redis_for_classes} if redis_for_classes else {}
+    with Cluster(servers=2, env=env) as c:
         yield c
 
 
@@ -54,16 +66,26 @@ def test_a_malformed_route_cookie_is_replaced_not_trusted(cluster):
         assert route != bad and len(route.split("=", 1)[1]) == 32
 
 
-def test_pages_render_through_the_balancer_for_students_on_either_server(cluster, browser):
+def routes_to_each_server(cluster) -> dict[str, str]:
+    """One route cookie per server: {server: 'glassbox_route=...'}."""
     routes: dict[str, str] = {}
-    while len(routes) < 2:  # one route cookie per server
+    while len(routes) < cluster.servers:
         upstream, route = fetch(cluster.url + "/")
         routes.setdefault(upstream, route)
-    for i, (upstream, route) in enumerate(sorted(routes.items())):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        name, value = route.split("=", 1)
-        context.add_cookies([{"name": name, "value": value, "url": cluster.url}])
-        page = context.new_page()
+    return routes
+
+
+def pinned_page(browser, cluster, route: str, width: int = 1400, height: int = 1000):
+    """A new browser context holding `route`, so all its requests go to that route's server."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    name, value = route.split("=", 1)
+    context.add_cookies([{"name": name, "value": value, "url": cluster.url}])
+    return context, context.new_page()
+
+
+def test_pages_render_through_the_balancer_for_students_on_either_server(cluster, browser):
+    for i, (upstream, route) in enumerate(sorted(routes_to_each_server(cluster).items())):
+        context, page = pinned_page(browser, cluster, route)
         answered: list[str] = []
         page.on("response", lambda r: answered.append(r.headers.get(UPSTREAM_HEADER.lower(), "")))
         try:
@@ -91,3 +113,32 @@ def test_the_classroom_harness_through_the_balancer(cluster, tmp_path):
     for student, upstreams in result["upstreams"].items():
         assert upstreams and all(upstreams), (student, upstreams)  # every request went through nginx
         assert len(set(upstreams)) == 1, (student, upstreams)  # HTML load and websocket on one server
+
+
+def test_a_student_on_another_server_follows_the_teachers_class(cluster, redis_for_classes, browser):
+    """With Redis configured, a class a teacher opens on one server is followed from the other."""
+    if redis_for_classes is None:
+        pytest.skip("redis-server could not be had here: classes stay in each server's memory")
+    (teacher_server, teacher_route), (student_server, student_route) = sorted(routes_to_each_server(cluster).items())
+    assert teacher_server != student_server
+    t_context, teacher = pinned_page(browser, cluster, teacher_route, 1024, 768)
+    s_context, student = pinned_page(browser, cluster, student_route, 1024, 768)
+    try:
+        open_page(teacher, f"{cluster.url}/lessons", timeout=180_000, last="text=Check kinds")
+        teacher.get_by_role("button", name="Open a class").click()
+        bar = "(t) => { const b = document.querySelector('.st-key-lesson_bar'); return b && b.innerText.includes(t); }"
+        teacher.wait_for_function(bar, arg="step 1 of", timeout=120_000)
+        code = re.search(r"class ([A-Z0-9]{6})", teacher.locator(".st-key-lesson_bar").first.inner_text()).group(1)
+
+        open_page(student, f"{cluster.url}/?class={code}", timeout=180_000)
+        student.wait_for_function(bar, arg="step 1 of", timeout=120_000)
+        teacher.locator(".st-key-lesson_next button").click()
+        teacher.wait_for_function(bar, arg="step 2 of", timeout=120_000)
+        student.wait_for_function(bar, arg="step 2 of", timeout=60_000)  # followed across servers
+        wait_for_run(student)
+        assert_no_exception(student)
+        assert f"class={code}" in student.url and "step=2" in student.url
+        screenshot(student, "cluster_class_student")
+    finally:
+        t_context.close()
+        s_context.close()
