@@ -61,6 +61,8 @@ PAGES: list[PageInfo] = [
              "Decide who may attend to whom, and read a mask as a graph."),
     PageInfo("pages/depth.py", "Depth", ":material/layers:", "depth", "Look inside",
              "Stacking layers: residual paths, layer norm placement and how far information travels."),
+    PageInfo("pages/generation.py", "Generation", ":material/edit_note:", "generation", "Look inside",
+             "The three families, cross-attention shapes, decoding with a KV cache, and how a model can cheat."),
     PageInfo("pages/train.py", "Train", ":material/model_training:", "train", "Build",
              "Train a small Transformer on a toy task and watch its attention form."),
 ]
