@@ -39,7 +39,7 @@ URL = Params(
     Int("steps", 1, lo=1, hi=MAX_STEPS),
     Int("t", 0, lo=0, hi=MAX_STEPS - 1),
     Int("kvlayer", 0, lo=0, hi=0),
-    Int("tlen", 48, lo=4, hi=MAX_TIMED),
+    Int("tlen", 64, lo=4, hi=MAX_TIMED),
     Int("ex", 0, lo=0, hi=10_000),
     Int("tseed", 0, lo=0, hi=10_000),
 )
@@ -144,7 +144,7 @@ def diagram_columns(sel: Selection) -> tuple:
     return tuple(columns)
 
 
-def axes_text(info: G.HookInfo, sizes: dict) -> str:
+def axes_text(info: G.HookInfo) -> str:
     """`(1, 5, 4, 16) = B × L_e × h × d_h`."""
     return f"{tuple(info.shape)} = {' × '.join(info.axes)}"
 
@@ -180,14 +180,15 @@ def anatomy_panel(sel: Selection) -> None:
                                      "Sublayers (boxes) and hook points (dots), one block shown"),
                     key="generation.diagram")
     info = by_name[picked]
-    st.markdown(f"**`{picked}`**: shape **{axes_text(info, {})}** ({info.sublayer}).")
+    st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
     matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
     labels = (sel.tokens if info.axes[1] == "L_e" or (sel.arch != "encoder-decoder") else sel.query_tokens)
     if row_axis in ("L", "L_e", "L_d") and len(labels) == matrix.shape[0]:
         rows = labels
     else:
         rows = [str(i) for i in range(matrix.shape[0])]
-    st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)"),
+    st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
+                                    picked.endswith("hook_pattern")),
                     key="generation.tensor")
     table = pd.DataFrame([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
                            "shape": "×".join(map(str, h.shape))} for h in hooks])
@@ -359,8 +360,7 @@ def stepper_panel(sel: Selection) -> None:
                    f"value rows once (L_e × layers). Without the cache: "
                    f"{plain.projections['cross k']} key rows again at every step.")
     src_labels = sel.tokens if with_cache.source_len else ()
-    st.plotly_chart(R.rows_figure(step.self_row, written + [] if len(written) == step.self_row.shape[2] else
-                                  tokens[:step.self_row.shape[2]], step.cross_row, list(src_labels),
+    st.plotly_chart(R.rows_figure(step.self_row, tokens[:step.self_row.shape[2]], step.cross_row, list(src_labels),
                                   f"Step {t}: where the newest token looks"), key="generation.rows")
     kv_layer = URL.kvlayer.widget(st.selectbox, "layer of the cache", hi=sel.model.cfg.n_layers - 1)
     new_rows = step.fed
@@ -394,7 +394,7 @@ def timing_section(sel: Selection, prompt: int) -> None:
     cap = timing_cap(sel, prompt)
     c1, c2 = st.columns([3, 1])
     with c1:
-        n = URL.tlen.widget(st.slider, "tokens to generate for timing", hi=cap, default=min(48, cap))
+        n = URL.tlen.widget(st.slider, "tokens to generate for timing", hi=cap, default=min(64, cap))
     with c2:
         if st.button("Measure again", key="generation.remeasure", icon=":material/timer:"):
             st.session_state[TIMING_RUN_KEY] = st.session_state.get(TIMING_RUN_KEY, 0) + 1
@@ -402,10 +402,11 @@ def timing_section(sel: Selection, prompt: int) -> None:
     with st.spinner("Timing both ways ..."):
         times = R.timings(sel.cache_key, prompt, int(n), sel.task.vocab.bos_id, run)
     st.plotly_chart(R.time_figure(times["with cache"], times["without cache"],
-                                  f"Measured on this machine, median of 3 runs, {n} tokens"), key="generation.time")
+                                  f"Measured on this machine, fastest of 5 runs, {n} tokens"), key="generation.time")
     st.caption("Past the lengths the model was trained on its output is no longer right, but the work is the same: "
                "this chart is about cost. Tiny models spend most of a step in Python, so the gap is smaller than "
-               "the multiply-add counts suggest; it grows with t without the cache.")
+               "the multiply-add counts suggest. Other programs on the machine add spikes; the fastest of five runs "
+               "hides most of them.")
     frame = pd.DataFrame({"step": range(len(times["with cache"])), "ms with cache": times["with cache"],
                           "ms without cache": times["without cache"]})
     csv_button(frame, "time-per-token.csv", "generation.time_csv")

@@ -56,7 +56,8 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]]]]
     longest = max((len(hooks) for _, hooks in columns), default=1)
     for c, (heading, hooks) in enumerate(columns):
         x0 = c * 3.0
-        notes.append(dict(x=x0 + 1.0, y=1.2, text=f"<b>{heading}</b>", showarrow=False, font=dict(size=13)))
+        notes.append(dict(x=x0 + 1.0, y=1.3, text=f"<b>{heading}</b><br>dotted block × {n_layers} layers",
+                          showarrow=False, font=dict(size=12)))
         runs: list[tuple[str, int, int]] = []  # (sublayer, first row, last row)
         for row, (_, sub, _) in enumerate(hooks):
             if runs and runs[-1][0] == sub:
@@ -75,8 +76,6 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]]]]
         if block_rows:
             shapes.append(dict(type="rect", x0=x0 - 0.2, x1=x0 + 2.6, y0=-max(block_rows) - 0.55,
                                y1=-min(block_rows) + 0.55, line=dict(color="#333333", width=2, dash="dot")))
-            notes.append(dict(x=x0 + 2.6, y=-max(block_rows) - 0.55, text=f"× {n_layers} layers", showarrow=False,
-                              xanchor="right", yanchor="top", font=dict(size=11)))
         names = [h[0] for h in hooks]
         ys = [-r for r in range(len(hooks))]
         colours = [PICKED if n == picked else "#333333" for n in names]
@@ -90,16 +89,18 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]]]]
         title=_title(title), height=max(420, 120 + 19 * longest), font=FONT, shapes=shapes, annotations=notes,
         margin=dict(l=10, r=10, t=60 if title else 30, b=10), plot_bgcolor="white",
         xaxis=dict(visible=False, range=[-0.4, 3.0 * len(columns) - 0.3]),
-        yaxis=dict(visible=False, range=[-longest - 0.2, 1.6]))
+        yaxis=dict(visible=False, range=[-longest - 0.2, 2.1]))
     return fig
 
 
 def tensor_heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_title: str, row_title: str,
-                   title: str = "") -> go.Figure:
-    """A tensor shown as a matrix `[rows cols]` on a diverging scale centred at zero."""
+                   title: str = "", weights: bool = False) -> go.Figure:
+    """A tensor shown as a matrix `[rows cols]`: on a diverging scale centred at zero, or, for
+    attention weights (`weights`), on the fixed 0..1 attention scale."""
     matrix = np.asarray(matrix, dtype=np.float32)
     bound = float(np.abs(matrix).max()) or 1.0
-    fig = go.Figure(go.Heatmap(z=matrix, y=unique_labels(row_labels), zmin=-bound, zmax=bound, colorscale=DIVERGING,
+    zmin, zmax, scale = (0.0, 1.0, ATTENTION_SCALE) if weights else (-bound, bound, DIVERGING)
+    fig = go.Figure(go.Heatmap(z=matrix, y=unique_labels(row_labels), zmin=zmin, zmax=zmax, colorscale=scale,
                                hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>"))
     fig.update_layout(title=_title(title), height=max(260, min(560, 80 + 22 * matrix.shape[0])), font=FONT,
                       margin=dict(l=10, r=10, t=50 if title else 10, b=10),
@@ -127,29 +128,34 @@ def head_contributions(norms: np.ndarray, tokens: Sequence[str], title: str = ""
 
 def shape_blocks(rows: Sequence[tuple[str, Sequence[tuple[str, tuple, tuple]]]], title: str = "") -> go.Figure:
     """Attention tensors as labelled rectangles, one row per attention type: each is (row title,
-    [(label, axes, sizes)]); a rectangle's height is its second-last size and its width its last,
-    on one scale, so a longer input visibly stretches the blocks it enters."""
-    shapes, notes = [], []
-    unit = 1.0 / max(1, max((max(s[-2], s[-1]) for _, blocks in rows for _, _, s in blocks), default=1))
-    row_height = 1.6
-    for r, (heading, blocks) in enumerate(rows):
-        top = -r * row_height * 1.7
-        notes.append(dict(x=0, y=top + 0.25, text=f"<b>{heading}</b>", showarrow=False, xanchor="left", font=dict(size=13)))
-        x = 0.0
+    [(label, axes, sizes)]). A rectangle's height is its second-last size and its width its last,
+    on one scale for the whole figure (the largest size drawn LONGEST pixels), so a longer input
+    visibly stretches the blocks it enters."""
+    longest, slot, gap, label_room, heading = 180.0, 190.0, 24.0, 58.0, 34.0  # pixels
+    biggest = max((max(s[-2], s[-1]) for _, blocks in rows for _, _, s in blocks), default=1)
+    scale = longest / max(1, biggest)
+    shapes, notes, top, right = [], [], 0.0, 0.0
+    for heading_text, blocks in rows:
+        notes.append(dict(x=0, y=-top, text=f"<b>{heading_text}</b>", showarrow=False, xanchor="left", yanchor="top",
+                          font=dict(size=13)))
+        row_top = top + heading
+        tallest, x = 0.0, 0.0
         for label, axes, sizes in blocks:
-            w, h = sizes[-1] * unit * row_height, sizes[-2] * unit * row_height
-            shapes.append(dict(type="rect", x0=x, x1=x + w, y0=top - h, y1=top, fillcolor="#CCE3F2",
+            w, h = max(2.0, sizes[-1] * scale), max(2.0, sizes[-2] * scale)
+            shapes.append(dict(type="rect", x0=x, x1=x + w, y0=-row_top - h, y1=-row_top, fillcolor="#CCE3F2",
                                line=dict(color="#0072B2", width=1)))
             dims = " × ".join(f"{a}={s}" for a, s in zip(axes, sizes))
-            notes.append(dict(x=x, y=top - h - 0.05, text=f"{label}<br>{dims}", showarrow=False, xanchor="left",
+            notes.append(dict(x=x, y=-row_top - h - 4, text=f"{label}<br>{dims}", showarrow=False, xanchor="left",
                               yanchor="top", align="left", font=dict(size=10)))
-            x += max(w, 1.25) + 0.25
-    width = max(1.0, max((sum(max(s[-1] * unit * row_height, 1.25) + 0.25 for _, _, s in b) for _, b in rows), default=1))
+            tallest = max(tallest, h)
+            x += max(w, slot) + gap
+        right = max(right, x)
+        top = row_top + tallest + label_room
     fig = go.Figure(go.Scatter(x=[0], y=[0], mode="markers", marker=dict(opacity=0), hoverinfo="skip", showlegend=False))
-    fig.update_layout(title=_title(title), shapes=shapes, annotations=notes, height=220 + 230 * len(rows), font=FONT,
+    fig.update_layout(title=_title(title), shapes=shapes, annotations=notes, height=int(top + 70), font=FONT,
                       plot_bgcolor="white", margin=dict(l=10, r=10, t=50 if title else 10, b=10),
-                      xaxis=dict(visible=False, range=[-0.1, width + 0.2]),
-                      yaxis=dict(visible=False, range=[-len(rows) * row_height * 1.7 - 0.3, 0.5], scaleanchor="x"))
+                      xaxis=dict(visible=False, range=[-4, max(right, 1.0)]),
+                      yaxis=dict(visible=False, range=[-top, 4], scaleanchor="x"))
     return fig
 
 
