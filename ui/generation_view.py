@@ -39,7 +39,7 @@ URL = Params(
     Int("steps", 1, lo=1, hi=MAX_STEPS),
     Int("t", 0, lo=0, hi=MAX_STEPS - 1),
     Int("kvlayer", 0, lo=0, hi=0),
-    Int("tlen", 64, lo=4, hi=MAX_TIMED),
+    Int("tlen", 64, lo=1, hi=MAX_TIMED),
     Int("ex", 0, lo=0, hi=10_000),
     Int("tseed", 0, lo=0, hi=10_000),
 )
@@ -118,7 +118,7 @@ def timing_cap(sel: Selection, prompt: int) -> int:
     """How many tokens the timing chart may generate (a learned position table stops at max_len)."""
     cfg = sel.model.cfg
     if cfg.pos == "learned" and sel.arch == "decoder":
-        return max(URL.tlen.lo, min(MAX_TIMED, cfg.max_len - prompt))
+        return max(1, min(MAX_TIMED, cfg.max_len - prompt))
     return MAX_TIMED
 
 

@@ -143,3 +143,13 @@ def test_bad_url_values_are_clamped_with_a_note():
     assert_ok(at)
     assert at.warning or at.error
     chart(at, "Step ")
+
+
+def test_a_learned_position_table_bounds_the_prompt_steps_and_timing():
+    at = open_generation(model="induction-learned", prompt="999", steps="999", tlen="999")
+    assert_ok(at)
+    assert at.warning or at.error  # the clamped values are reported
+    prompt, steps, tlen = (int(at.query_params[k]) for k in ("prompt", "steps", "tlen"))
+    max_len = 21
+    assert prompt + steps <= max_len and prompt + tlen <= max_len
+    chart(at, "Step 0")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts, wait_for_run
+from tests.e2e.conftest import assert_no_exception, open_page, tall_screenshot, wait_for_charts, wait_for_run
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Try another seed: the pattern holds."  # the last "try this" prompt, once panel 5 trained
@@ -27,17 +27,6 @@ def _chart(page, title: str) -> dict:
     raise AssertionError(f"no chart titled {title!r} among {[c['title'] for c in _charts(page)]}")
 
 
-def _tall_screenshot(page, name: str) -> None:
-    """Grow the viewport to the content (Streamlit scrolls inside its main container), then shoot."""
-    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 16000)})
-    page.wait_for_timeout(1500)
-    wait_for_run(page, last=LAST)
-    page.wait_for_timeout(1000)
-    screenshot(page, name)
-    page.set_viewport_size({"width": 1400, "height": 1000})
-
-
 def test_generation_page_steps_trains_and_draws(server_url, page):
     open_page(page, f"{server_url}/generation?model=reverse-encdec&tseed=3", timeout=240_000)
     wait_for_run(page, timeout=240_000, last="text=Train both decoders")
@@ -55,4 +44,4 @@ def test_generation_page_steps_trains_and_draws(server_url, page):
     wait_for_charts(page, 10, timeout=120_000)
     _chart(page, "Training loss, seed 3")
     assert_no_exception(page)
-    _tall_screenshot(page, "generation")
+    tall_screenshot(page, "generation", LAST)
