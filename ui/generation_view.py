@@ -44,6 +44,7 @@ URL = Params(
     Int("tseed", 0, lo=0, hi=10_000),
 )
 TIMING_RUN_KEY = "generation.timing_run"
+DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
 
 
 def csv_button(rows, name: str, key: str) -> None:
@@ -161,6 +162,22 @@ def as_matrix(values: np.ndarray, axes: tuple[str, ...]) -> tuple[np.ndarray, st
     return x, rest[0], rest[1]
 
 
+def clicked_dot(names: tuple[str, ...]) -> None:
+    """A dot clicked in the diagram picks that hook (when this model has it), once per click: the
+    click is read before the hook's select box is drawn, on the rerun the click started."""
+    event = st.session_state.get(DIAGRAM_KEY)
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else []
+    data = points[0].get("customdata") if points else None
+    name = data[0] if isinstance(data, (list, tuple)) and data else None
+    if name is None or name == st.session_state.get(CLICKED_KEY):
+        return
+    st.session_state[CLICKED_KEY] = name
+    if name in names:
+        st.session_state[URL.hook.key] = name
+    else:
+        st.toast(f"{name} belongs to another family's diagram; this model has no such hook.")
+
+
 def anatomy_panel(sel: Selection) -> None:
     """Panel 1: the families' block diagrams, a tensor at any hook, and two identities of a layer."""
     st.subheader("1 · Anatomy of the three families")
@@ -174,11 +191,13 @@ def anatomy_panel(sel: Selection) -> None:
     hooks = R.anatomy(sel.cache_key)
     by_name = {h.name: h for h in hooks}
     names = tuple(by_name)
+    clicked_dot(names)
     picked = URL.hook.widget(st.selectbox, "Hook point of this model", choices=names, default=default_hook(sel),
                              help="Every hook point, in the order a forward pass calls them.")
     st.plotly_chart(R.diagram_figure(diagram_columns(sel), sel.model.cfg.n_layers, picked,
                                      "Sublayers (boxes) and hook points (dots), one block shown"),
-                    key="generation.diagram")
+                    key=DIAGRAM_KEY, on_select="rerun", selection_mode="points")
+    st.caption("Click a dot in a column marked *this model* (or choose above) to see its tensor.")
     info = by_name[picked]
     st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
     matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
@@ -353,7 +372,8 @@ def stepper_panel(sel: Selection) -> None:
                 delta=int(sum(step.projections.values()) - sum(plain.projections.values())), delta_color="inverse")
     m[3].metric("attention multiply-adds", f"{step.attention_macs:,}",
                 delta=f"{step.attention_macs - plain.attention_macs:,}", delta_color="inverse")
-    m[4].metric("max |logits cached − recomputed|", f"{diff[t]:.1e}")
+    m[4].metric("max |Δ logits|", f"{diff[t]:.1e}", help="The largest difference between the logits of the cached "
+                "step and of recomputing everything: rounding only.")
     if with_cache.source_len:
         st.caption(f"Before step 0: the encoder ran {with_cache.encoder_runs} time(s); cross-attention projected "
                    f"{with_cache.setup_projections['cross k']} key rows and {with_cache.setup_projections['cross v']} "

@@ -1,4 +1,5 @@
-"""Real browser: the Generation page draws every panel for the encoder-decoder, the step button
+"""Real browser: the Generation page draws every panel for the encoder-decoder, a click on a hook's
+dot shows that hook's tensor, the step button
 moves the stepper (one more key in the newest token's attention row), the tiny decoders train on
 their button, and screenshots of the whole page go to test-artifacts/screenshots/."""
 
@@ -32,6 +33,18 @@ def test_generation_page_steps_trains_and_draws(server_url, page):
     wait_for_run(page, timeout=240_000, last="text=Train both decoders")
     wait_for_charts(page, 9, timeout=240_000)
     assert_no_exception(page)
+    # Clicking a dot of the decoder's column picks that hook: the tensor chart follows.
+    box = page.evaluate(
+        "() => { const g = Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\"))"
+        ".find(p => (p.layout.title && p.layout.title.text || '').includes('Sublayers (boxes)'));"
+        " const trace = g.data.length - 1; const i = Array.from(g.data[trace].text).indexOf('cross_attn.hook_k');"
+        " const dot = g.querySelectorAll('.scatterlayer .trace')[trace].querySelectorAll('.point')[i];"
+        " dot.scrollIntoView({block: 'center'}); const r = dot.getBoundingClientRect();"
+        " return {x: r.x + r.width / 2, y: r.y + r.height / 2}; }")
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_selector("text=decoder.blocks.0.cross_attn.hook_k for your input", timeout=120_000)
+    wait_for_run(page, timeout=120_000)
+    assert "hook=decoder.blocks.0.cross_attn.hook_k" in page.url
     step0 = _chart(page, "Step 0")
     page.get_by_role("button", name="step ▶").click()
     page.wait_for_selector("text=Step 1: where the newest token looks", timeout=120_000)
