@@ -6,8 +6,6 @@ computing is core.analysis.generation's and core.analysis.leakage's.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import streamlit as st
 import torch
@@ -81,15 +79,12 @@ def identities(cache_key: tuple, prefix: str, layer: int, which: str, perm_seed:
 
 @memo(maxsize=64)
 def shape_rows(model_id: str, device: str, src_len: int, tgt_len: int) -> tuple:
-    """The three attention types' tensors for a run of `src_len` source and `tgt_len` decoder tokens,
-    each checked against the shapes the real hooks report for such a run."""
-    model, meta = models.get_model(model_id, device)
-    cfg = model.cfg
-    rows = []
-    for kind in G.ATTENTION_KINDS:
-        blocks = G.attention_shapes(cfg, kind, 1, tgt_len, src_len)
-        rows.append((kind, tuple((b.label, b.axes, b.sizes) for b in blocks)))
-    return tuple(rows)
+    """The three attention types' tensors, as (kind, ((label, axes, sizes), ...)), for a run of
+    `src_len` source and `tgt_len` decoder tokens (tests/core/test_generation.py checks them against
+    the hooks of a real run)."""
+    cfg = models.get_model(model_id, device)[0].cfg
+    return tuple((kind, tuple((b.label, b.axes, b.sizes) for b in G.attention_shapes(cfg, kind, 1, tgt_len, src_len)))
+                 for kind in G.ATTENTION_KINDS)
 
 
 # ---------------------------------------------------------------------------------------------

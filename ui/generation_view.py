@@ -8,8 +8,6 @@ figures from ui.generation_runs.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -17,7 +15,6 @@ import streamlit as st
 from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui import generation_runs as R
-from ui import models
 from ui.page import try_this
 from ui.params import Choice, Int, Params
 from ui.sidebar import Selection
@@ -73,22 +70,32 @@ def attention_choices(sel: Selection) -> tuple[str, ...]:
 
 def default_hook(sel: Selection) -> str:
     """The hook shown first: cross-attention's pattern where there is one, else the first self-attention's."""
-    return "decoder.blocks.0.cross_attn.hook_pattern" if sel.arch == "encoder-decoder" else \
-        ("blocks.0.attn.hook_pattern" if sel.arch == "decoder" else "blocks.0.attn.hook_pattern")
+    return "decoder.blocks.0.cross_attn.hook_pattern" if sel.arch == "encoder-decoder" else "blocks.0.attn.hook_pattern"
+
+
+def room(sel: Selection) -> int:
+    """How many positions the generating stack may hold: a decoder's learned table stops at max_len."""
+    cfg = sel.model.cfg
+    return cfg.max_len if cfg.pos == "learned" and sel.arch == "decoder" else 10_000
 
 
 def stepper_bounds(sel: Selection) -> dict:
-    """Prompt and step ranges the stepper allows for this model and input."""
+    """Prompt and step ranges the stepper allows for this model and input: an encoder-decoder starts
+    from <bos> and writes the source's length plus <eos>; a decoder's prompt runs up to <sep> (or
+    half the input) and it writes the rest."""
     n = len(sel.tokens)
-    cfg = sel.model.cfg
     if sel.arch == "encoder-decoder":
         return {"prompt": 1, "prompt_hi": 1, "steps": min(MAX_STEPS, n + 1), "steps_hi": MAX_STEPS}
     cut = sel.tokens.index("<sep>") + 1 if "<sep>" in sel.tokens else max(1, n // 2)
-    room = cfg.max_len if cfg.pos == "learned" else 10_000  # a learned table cannot go past max_len
-    prompt_hi = max(1, min(n, room - 1))
+    prompt_hi = max(1, min(n, room(sel) - 1))
     prompt = min(cut, prompt_hi)
-    return {"prompt": prompt, "prompt_hi": prompt_hi, "steps": max(1, min(MAX_STEPS, n - prompt, room - prompt)),
-            "steps_hi": max(1, min(MAX_STEPS, room - prompt))}
+    return {"prompt": prompt, "prompt_hi": prompt_hi, "steps": max(1, min(n - prompt, steps_hi(sel, prompt))),
+            "steps_hi": steps_hi(sel, prompt)}
+
+
+def steps_hi(sel: Selection, prompt: int) -> int:
+    """The most tokens the stepper may write after a prompt of `prompt` tokens."""
+    return max(1, min(MAX_STEPS, room(sel) - prompt))
 
 
 def seed_url(sel: Selection) -> None:
@@ -100,7 +107,7 @@ def seed_url(sel: Selection) -> None:
     if sel.arch != "encoder":
         b = stepper_bounds(sel)
         prompt = URL.prompt.seed(hi=b["prompt_hi"], default=b["prompt"])
-        steps = URL.steps.seed(hi=stepper_bounds_for(sel, prompt)["steps_hi"], default=b["steps"])
+        steps = URL.steps.seed(hi=steps_hi(sel, prompt), default=b["steps"])
         URL.t.seed(hi=steps - 1)
         URL.kvlayer.seed(hi=sel.model.cfg.n_layers - 1)
         URL.tlen.seed(hi=timing_cap(sel, prompt))
@@ -108,19 +115,9 @@ def seed_url(sel: Selection) -> None:
     URL.tseed.seed()
 
 
-def stepper_bounds_for(sel: Selection, prompt: int) -> dict:
-    """The step range once the prompt length is known."""
-    cfg = sel.model.cfg
-    room = cfg.max_len if cfg.pos == "learned" and sel.arch == "decoder" else 10_000
-    return {"steps_hi": max(1, min(MAX_STEPS, room - prompt))}
-
-
 def timing_cap(sel: Selection, prompt: int) -> int:
     """How many tokens the timing chart may generate (a learned position table stops at max_len)."""
-    cfg = sel.model.cfg
-    if cfg.pos == "learned" and sel.arch == "decoder":
-        return max(1, min(MAX_TIMED, cfg.max_len - prompt))
-    return MAX_TIMED
+    return max(1, min(MAX_TIMED, room(sel) - prompt))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,11 +198,8 @@ def anatomy_panel(sel: Selection) -> None:
     info = by_name[picked]
     st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
     matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
-    labels = (sel.tokens if info.axes[1] == "L_e" or (sel.arch != "encoder-decoder") else sel.query_tokens)
-    if row_axis in ("L", "L_e", "L_d") and len(labels) == matrix.shape[0]:
-        rows = labels
-    else:
-        rows = [str(i) for i in range(matrix.shape[0])]
+    labels = sel.query_tokens if row_axis == "L_d" else sel.tokens
+    rows = labels if len(labels) == matrix.shape[0] else [str(i) for i in range(matrix.shape[0])]
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
                                     picked.endswith("hook_pattern")),
                     key="generation.tensor")
@@ -328,7 +322,7 @@ def stepper_controls(sel: Selection) -> tuple[int, int, int]:
             prompt = URL.prompt.widget(st.slider, "prompt tokens", hi=b["prompt_hi"], default=b["prompt"],
                                        help="The input's first tokens; the model writes the rest.")
     with c2:
-        steps = URL.steps.widget(st.slider, "tokens to generate", hi=stepper_bounds_for(sel, prompt)["steps_hi"],
+        steps = URL.steps.widget(st.slider, "tokens to generate", hi=steps_hi(sel, prompt),
                                  default=b["steps"])
     b1, b2, b3 = st.columns([1, 1, 6])
     b1.button("◀ step", key="generation.prev", on_click=move_step, args=(-1, steps - 1))
