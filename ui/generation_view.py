@@ -466,8 +466,8 @@ def leakage_panel(sel: Selection) -> None:
         "accuracy", min_value=0.0, max_value=1.0, format="percent")})
     csv_button(acc, "leakage-accuracy.csv", "generation.acc_csv")
     try_this(
-        "Read the leaky map above the dotted line: step t already depends on y_{t+1}, the token it is about to "
-        "predict. The proper map is exactly 0 there (hover: 0).",
+        "Read the leaky map above the dotted line: step t already depends on the target token at t + 1, the one "
+        "it is about to predict. The proper map is exactly 0 there (hover: 0).",
         "Compare the accuracy rows: perfect with the answer shown, far lower when it is hidden. The proper "
         "model never needed it.",
         "Change the example: the leak is there for every input, not a fluke of one.",

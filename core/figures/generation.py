@@ -280,5 +280,6 @@ def loss_curves(curves: Sequence[tuple[str, np.ndarray]], title: str = "") -> go
                                  hovertemplate=f"{name}<br>step %{{x}}<br>loss %{{y:.4f}}<extra></extra>"))
     fig.update_layout(title=_title(title), height=340, font=FONT, legend=LEGEND_BELOW,
                       margin=dict(l=10, r=10, t=50 if title else 10, b=70),
-                      xaxis=dict(title=dict(text="training step")), yaxis=dict(title=dict(text="loss"), type="log"))
+                      xaxis=dict(title=dict(text="training step")),
+                      yaxis=dict(title=dict(text="loss"), type="log", dtick=1))  # a label per power of ten
     return fig
