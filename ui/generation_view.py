@@ -138,7 +138,7 @@ def diagram_columns(sel: Selection) -> tuple:
                          if (h.stack == stack or (h.name == "hook_logits" and stack in ("", "decoder")))
                          and h.layer in (None, 0))
             title = G.FAMILY_NAMES[arch].split(" (")[0] + (f": {stack}" if stack else "")
-            columns.append((title + mine, kept))
+            columns.append((title + mine, kept, arch == sel.arch))
     return tuple(columns)
 
 

@@ -46,15 +46,16 @@ def short_hook(name: str) -> str:
     return ".".join(parts)
 
 
-def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]]]], n_layers: int,
+def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]], bool]], n_layers: int,
                    picked: str = "", title: str = "") -> go.Figure:
     """Block diagrams side by side: one column per stack, (column title, [(hook name, sublayer,
-    axes text)] in forward order) with the hooks of one block; each sublayer a box, each hook a dot
-    (hover: its axes). The `picked` hook's dot is drawn larger in the accent colour."""
+    axes text)] in forward order, whether it is the current model's) with the hooks of one block;
+    each sublayer a box, each hook a dot (hover: its axes). The `picked` hook's dot is drawn larger
+    in the accent colour, in the current model's columns only (other families share hook names)."""
     fig = go.Figure()
     shapes, notes = [], []
-    longest = max((len(hooks) for _, hooks in columns), default=1)
-    for c, (heading, hooks) in enumerate(columns):
+    longest = max((len(hooks) for _, hooks, _ in columns), default=1)
+    for c, (heading, hooks, mine) in enumerate(columns):
         x0 = c * 3.0
         notes.append(dict(x=x0 + 1.0, y=1.3, text=f"<b>{heading}</b><br>dotted block × {n_layers} layers",
                           showarrow=False, font=dict(size=12)))
@@ -78,8 +79,8 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]]]]
                                y1=-min(block_rows) + 0.55, line=dict(color="#333333", width=2, dash="dot")))
         names = [h[0] for h in hooks]
         ys = [-r for r in range(len(hooks))]
-        colours = [PICKED if n == picked else "#333333" for n in names]
-        sizes = [16 if n == picked else 8 for n in names]
+        colours = [PICKED if mine and n == picked else "#333333" for n in names]
+        sizes = [16 if mine and n == picked else 8 for n in names]
         fig.add_trace(go.Scatter(
             x=[x0] * len(hooks), y=ys, mode="markers+text", text=[short_hook(n) for n in names],
             textposition="middle right", textfont=dict(size=10), marker=dict(color=colours, size=sizes),
