@@ -82,9 +82,9 @@ def axis_names(name: str, arch: str) -> tuple[str, ...]:
     cross = ".cross_attn." in name
     if name.endswith(("hook_attn_scores", "hook_mask", "hook_pattern")):
         return ("B", "h", own, "L_e" if cross else own)
-    if name.endswith(("hook_k", "hook_v", "hook_rot_k")) and cross:
+    if name.endswith(("hook_k_raw", "hook_k", "hook_v", "hook_rot_k")) and cross:
         return ("B", "L_e", "h", "d_h")
-    if name.endswith(("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z")):
+    if name.endswith(("hook_q", "hook_k_raw", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z")):
         return ("B", own, "h", "d_h")
     if name.endswith(("mlp.hook_pre", "mlp.hook_post")):
         return ("B", own, "d_mlp")
