@@ -4,6 +4,10 @@ pages/cost.py calls them in reading order.
 
 The measuring is core.analysis.cost's, cached per device and setting in ui.cost_runs; the figures
 come from core.figures.cost.
+
+What a click reruns: d, heads, b and the longest n feed every section, and Measure again feeds the
+time and steps sections, so they rerun the whole page. The model-size picker of the last section
+changes only that section: it is a fragment (`@st.fragment`).
 """
 
 from __future__ import annotations
@@ -260,6 +264,7 @@ def memory_panel(s: A.Setting) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the model size redraws only this section
 def presets_panel(s: A.Setting) -> None:
     """Section 4: the same counts at the original Transformer's and BERT-base's sizes."""
     st.header("4. At the size of real models")
