@@ -222,11 +222,13 @@ import json
 import plotly.io as pio
 import streamlit as st
 
+from ui.figures import ShippedFigure  # serialised once, as the pages' cached figures are
+
 
 @st.cache_resource
 def figures():
     with open({path!r}) as f:
-        return [pio.from_json(spec, skip_invalid=True) for spec in json.load(f)]
+        return [ShippedFigure(pio.from_json(spec, skip_invalid=True)) for spec in json.load(f)]
 
 
 for i, fig in enumerate(figures()):
@@ -245,7 +247,8 @@ def chart_specs(at: AppTest, keys: Optional[tuple]) -> list[str]:
 
 
 def figures_floor(specs: list[str]) -> AppTest:
-    """A bare page that draws these figures (built once per process, as the pages' cached figures are)."""
+    """A bare page that draws these figures, built and serialised once per process (ui.figures.ShippedFigure),
+    as the pages' cached figures are: what is left is Streamlit's own per-chart work."""
     folder = Path(tempfile.mkdtemp(prefix="glassbox-section-floor-"))
     _FOLDERS.append(folder)
     (folder / "figures.json").write_text(json.dumps(specs))
