@@ -47,11 +47,12 @@ def scoped_to(fragment: str):
         local_runner.RerunData = original
 
 
-def click_in_fragment(at: AppTest, key: str, value) -> AppTest:
-    """Set widget `key` to `value` and rerun only its fragment (it must be drawn inside one)."""
+def click_in_fragment(at: AppTest, key: str, value=None) -> AppTest:
+    """Set widget `key` to `value` (a button: click it) and rerun only its fragment (it must be drawn
+    inside one)."""
     fragment = fragment_id(at, key)
     assert fragment is not None, f"widget {key!r} is not inside an st.fragment"
     element = widget(at, key)
     with scoped_to(fragment):
-        element.set_value(value).run()
+        (element.click() if value is None else element.set_value(value)).run()
     return at

@@ -87,6 +87,16 @@ def test_controls_that_feed_later_sections_rerun_the_whole_page(page, key, query
     assert fragment_id(at, key) is None
 
 
+def test_a_button_in_a_section_that_opens_another_view_reruns_the_whole_page():
+    at = page_at("pages/attention.py", {"view": "steps", "steps": "toy"})
+    assert_ok(at)
+    click_in_fragment(at, "attention.to_scale")
+    assert_ok(at)
+    assert at.title, "st.rerun(scope='app') draws the whole page again"
+    assert at.query_params["view"] == "scale"
+    assert chart(at, "attention.fig_scale_hist")
+
+
 def test_scrubbing_the_snapshots_reruns_only_that_section():
     at = page_at("pages/train.py")
     configure(at, steps=40)
