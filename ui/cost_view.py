@@ -12,6 +12,8 @@ changes only that section: it is a fragment (`@st.fragment`).
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -86,9 +88,14 @@ def with_progress(fn, *args, label: str):
         bar.empty()
 
 
+def csv_bytes(rows: list[dict]) -> bytes:
+    """One table as CSV."""
+    return pd.DataFrame(rows).to_csv(index=False).encode()
+
+
 def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
-    """A CSV export of one measured table."""
-    st.download_button(label, pd.DataFrame(rows).to_csv(index=False).encode(), file_name=f"glassbox-cost-{name}.csv",
+    """A CSV export of one measured table, written when the button is pressed (not on every rerun)."""
+    st.download_button(label, partial(csv_bytes, rows), file_name=f"glassbox-cost-{name}.csv",
                        mime="text/csv", icon=":material/table:", key=f"cost.csv.{name}", on_click="ignore")
 
 
