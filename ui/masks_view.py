@@ -464,7 +464,7 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
                "by itself (NaN in the table; the float16 lines stop there).")
     st.plotly_chart(R.leak_figure(A.LEAK_GAPS, R.leak_curves(k), eps, gap, title="leaked probability as the gap grows"),
                     key="masks.leak")
-    real = A.real_score_leaks(scores, mask)
+    real = R.real_score_leaks(scores, mask)
     if real is not None:
         real_gap, leaks = real
         st.info(f"This head's real scores under your mask: the largest gap is {real_gap:.2f}, so the worst float16 "
