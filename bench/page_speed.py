@@ -12,18 +12,29 @@ The floor is a bare page that draws one plotly heatmap of the same size as the p
 for the default input; 128 x 128 for the 128-token rows), plus one with as many cells as the grid
 of every head. Times are the AppTest wall time of `at.run()` and the time inside the script alone.
 
+Per section (--what sections): for one control in each section of the long pages, the time a change
+of that control costs, next to a bare page that draws the same figures as the section, in the same
+run. A control inside an `st.fragment` is changed as a browser does it: only its fragment reruns
+(tests/app/fragments.py gives AppTest the fragment's id); a control outside every fragment reruns
+the page, and its floor draws every figure of the page. Run it on an older commit (copy this file
+and tests/app/fragments.py there) to see what the same clicks cost before the sections existed.
+
 Run: python bench/page_speed.py [--repeats 15] [--pages attention,home] [--views grid,head]
+     [--what pages,sections]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,6 +46,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core.checkpoints import read_manifest  # noqa: E402
 from core.figures.heatmaps import attention_heatmap  # noqa: E402
+from tests.app.fragments import fragment_id, scoped_to, widget  # noqa: E402
 from ui.nav import PAGES, sections  # noqa: E402
 
 TIMEOUT = 120
@@ -152,6 +164,171 @@ def payload_bytes_per_cell(n: int) -> float:
     return len(pio.to_json(attention_heatmap(z, labels, labels), validate=False)) / (n * n)
 
 
+# ---------------------------------------------------------------------------------------------
+# Per section: what a click costs, next to a bare page drawing that section's figures
+# ---------------------------------------------------------------------------------------------
+
+PAGE_WIDE = None  # a control that reruns the page: its floor draws every figure of the page
+
+
+@dataclass(frozen=True)
+class Section:
+    """One control of a section: the page (and URL) it is on, its session key, two values a click
+    moves between, and the keys of the plotly charts the section draws (PAGE_WIDE: all of them)."""
+
+    page: str
+    name: str
+    key: str
+    values: tuple
+    charts: Optional[tuple]
+    query: tuple = ()
+
+
+SECTIONS = [
+    Section("attention", "layer/head/T bar: temperature [page]", "attention.temp", (1.0, 2.0), PAGE_WIDE,
+            (("view", "grid"),)),
+    Section("attention", "One head: query row", "attention.query", (0, 1),
+            ("attention.fig_head", "attention.fig_lines", "attention.fig_bars"), (("view", "head"),)),
+    Section("attention", "Why divide by sqrt(d_k): d_k", "attention.dk", (64, 16),
+            ("attention.fig_scale_hist", "attention.fig_scale_max", "attention.fig_scale_entropy",
+             "attention.fig_scale_jacobian", "attention.fig_scale_model"), (("view", "scale"),)),
+    Section("attention", "Compare: head of B", "attention.head2", (0, 1),
+            ("attention.fig_cmp_a", "attention.fig_cmp_b", "attention.fig_cmp_diff"), (("view", "compare"),)),
+    Section("positions", "Encodings: n [page]", "positions.n", (64, 32), PAGE_WIDE),
+    Section("positions", "Shift map: k", "positions.k", (3, 7), ("positions.fig_mk",)),
+    Section("positions", "Neighbours: window", "positions.window", (6, 4), ("positions.fig_neigh",)),
+    Section("positions", "RoPE decay: base", "positions.decay_base", (10000, 1000), ("positions.fig_decay",)),
+    Section("heads", "Layer [page]", "heads.layer", (0, 1), PAGE_WIDE),
+    Section("heads", "Subspaces: matrix", "heads.which", ("W_V", "W_Q"),
+            ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank", "heads.fig_budget")),
+    Section("masks", "Effect: layer [page]", "masks.layer", (0, 1), PAGE_WIDE),
+    Section("masks", "Leak: blocked keys k", "masks.k", (7, 3), ("masks.leak",)),
+    Section("masks", "Receptive field: token", "masks.token", (2, 3), ("masks.reach", "masks.field")),
+    Section("masks", "Cost: block b", "masks.cost_b", (32, 16), ("masks.pairs", "masks.timing")),
+    Section("masks", "Legality: digits", "masks.legality_len", (8, 6),
+            ("masks.legality_encoder", "masks.legality_decoder")),
+    Section("depth", "Focus: position [page]", "depth.pos", (0, 1), PAGE_WIDE),
+    Section("depth", "Bounds: rho", "depth.rho", (0.1, 0.3), ("depth.chart", "depth.zoom")),
+    Section("depth", "Hyper-connections: sublayer", "depth.sublayer", (0, 1), ("depth.mixing",)),
+    Section("depth", "Long-range paths: heads H", "depth.H", (4, 2), ("depth.paths", "depth.links", "depth.field")),
+    Section("train", "Settings: layers [page]", "train.n_layers", (2, 1), PAGE_WIDE),
+    Section("cost", "Setting: heads [page]", "cost.heads", (4, 2), PAGE_WIDE),
+    Section("cost", "Model sizes: preset", "cost.preset", ("original", "bert-base"), ("cost.chart.preset",)),
+]
+
+FIGURES_FLOOR = """
+import json
+
+import plotly.io as pio
+import streamlit as st
+
+from ui.figures import ShippedFigure  # serialised once, as the pages' cached figures are
+
+
+@st.cache_resource
+def figures():
+    with open({path!r}) as f:
+        return [ShippedFigure(pio.from_json(spec, skip_invalid=True)) for spec in json.load(f)]
+
+
+for i, fig in enumerate(figures()):
+    st.plotly_chart(fig, key=f"floor{{i}}")
+"""
+
+
+def chart_specs(at: AppTest, keys: Optional[tuple]) -> list[str]:
+    """The plotly specs the run drew, in order: those with these chart keys, or every one."""
+    specs = []
+    for element in at.get("plotly_chart"):
+        key = element.proto.id.rsplit("-", 1)[-1]
+        if keys is None or key in keys:
+            specs.append(element.proto.spec)
+    return specs
+
+
+def figures_floor(specs: list[str]) -> AppTest:
+    """A bare page that draws these figures, built and serialised once per process (ui.figures.ShippedFigure),
+    as the pages' cached figures are: what is left is Streamlit's own per-chart work."""
+    folder = Path(tempfile.mkdtemp(prefix="glassbox-section-floor-"))
+    _FOLDERS.append(folder)
+    (folder / "figures.json").write_text(json.dumps(specs))
+    (folder / "floor.py").write_text(FIGURES_FLOOR.format(path=str(folder / "figures.json")))
+    return AppTest.from_file(str(folder / "floor.py"), default_timeout=TIMEOUT)
+
+
+def page_path(url_path: str) -> str:
+    return next(info.path for info in PAGES if (info.url_path or "home") == url_path)
+
+
+def click_times(at: AppTest, s: Section, repeats: int) -> tuple[list[float], list[float], bool]:
+    """Wall and script seconds of `repeats` clicks on the section's control (moving between its two
+    values); whether they reran its fragment only."""
+    fragment = fragment_id(at, s.key)
+    walls, scripts = [], []
+    for i in range(repeats + 2):  # two warm clicks: both values computed and cached
+        with ScriptClock() as clock:
+            t = time.perf_counter()
+            control = widget(at, s.key).set_value(s.values[i % 2])
+            if fragment is None:
+                control.run()
+            else:
+                with scoped_to(fragment):
+                    control.run()
+            wall = time.perf_counter() - t
+        if at.exception:
+            raise RuntimeError(f"exception in {s.page} / {s.name}: {[e.value for e in at.exception]}")
+        if i >= 2:
+            walls.append(wall)
+            scripts.append(clock.total)
+    return walls, scripts, fragment is not None
+
+
+def floor_times(at: AppTest, repeats: int) -> tuple[list[float], list[float]]:
+    """Wall and script seconds of `repeats` reruns of a floor page."""
+    at.run()
+    walls, scripts = [], []
+    for _ in range(repeats):
+        with ScriptClock() as clock:
+            t = time.perf_counter()
+            at.run()
+            walls.append(time.perf_counter() - t)
+        scripts.append(clock.total)
+    return walls, scripts
+
+
+def section_table(repeats: int, wanted: set[str]) -> None:
+    """Time a click in each section and its floor, alternating the two (so load touches both alike);
+    print one row per section."""
+    rows = []
+    for s in SECTIONS:
+        if wanted and s.page not in wanted:
+            continue
+        at = page_alone(page_path(s.page), dict(s.query))
+        at.run()
+        if at.exception:
+            raise RuntimeError(f"exception in {s.page}: {[e.value for e in at.exception]}")
+        floor = figures_floor(chart_specs(at, s.charts))
+        page_walls, page_scripts, floor_walls, floor_scripts, local = [], [], [], [], False
+        for _ in range(3):  # in turns, a third of the repeats each
+            w, sc, local = click_times(at, s, max(1, repeats // 3))
+            page_walls += w
+            page_scripts += sc
+            fw, fs = floor_times(floor, max(1, repeats // 3))
+            floor_walls += fw
+            floor_scripts += fs
+        rows.append((s, local, len(chart_specs(floor, None)),
+                     *(statistics.median(v) * 1000 for v in (page_walls, page_scripts, floor_walls, floor_scripts))))
+    print(f"\nA click in each section: AppTest, median of {3 * max(1, repeats // 3)} clicks (ms), against a bare "
+          f"page drawing the same figures (floor), in turns in this one run.\nreruns: 'section' = only the "
+          f"control's st.fragment reran; 'page' = the whole page reran (its floor draws every figure of the "
+          f"page). wall = at.run(), script = time inside the script.\n")
+    print(f"{'page':10s} {'section: control':42s} {'reruns':>7s} {'figs':>4s} {'wall':>7s} {'floor':>7s} "
+          f"{'ratio':>6s} {'script':>7s} {'floor':>7s} {'ratio':>6s}")
+    for s, local, figs, wall, script, f_wall, f_script in rows:
+        print(f"{s.page:10s} {s.name:42s} {'section' if local else 'page':>7s} {figs:4d} {wall:7.1f} {f_wall:7.1f} "
+              f"{wall / f_wall:6.2f} {script:7.1f} {f_script:7.1f} {script / max(f_script, 1e-3):6.2f}")
+
+
 def main(argv=None) -> int:
     """Build every app under test, rerun them in turns, print the table and the payload sizes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -160,11 +337,23 @@ def main(argv=None) -> int:
     parser.add_argument("--views", default="grid,head,steps,temp,compare,export",
                         help="the Attention page's views to time (comma-separated; the first is also timed at "
                              "128 tokens, and 'head' too when listed)")
+    parser.add_argument("--what", default="pages,sections",
+                        help="pages: whole-page reruns against a heatmap floor; sections: a click in each section")
     args = parser.parse_args(argv)
     if not read_manifest():
         print("no bundled models (assets/models/manifest.json); run python -m core.train --all first")
         return 1
     wanted = {p for p in args.pages.split(",") if p}
+    what = set(args.what.split(","))
+    if "sections" in what:
+        try:
+            section_table(args.repeats, wanted)
+        finally:
+            for folder in _FOLDERS:
+                shutil.rmtree(folder, ignore_errors=True)
+            _FOLDERS.clear()
+    if "pages" not in what:
+        return 0
     apps: list[tuple[str, AppTest]] = []
     rows: list[tuple[str, str]] = []  # (page, the floor it is compared with)
 

@@ -3,6 +3,11 @@ temperature, compare and export. pages/attention.py calls them in reading order.
 
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every AppTest run, and this is most of the page's code.
+
+What a click reruns: the views One head, Step by step, Why divide by √d_k and Compare are
+fragments (`@st.fragment`), because their own controls (query row, toy numbers, d_k, head B,
+input B) change only their own figures. The kind, layer, head and temperature bar and the view
+buttons feed every view, so they rerun the whole page.
 """
 
 from __future__ import annotations
@@ -124,6 +129,7 @@ def overview_panel(patterns: np.ndarray, q_tokens, k_tokens, layer: int, head: i
                     key="attention.fig_grid", config=PNG)
 
 
+@st.fragment  # local: the query slider redraws only this view
 def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind,
                temperature: float):
     """One head: heatmap, token-to-token lines, and the chosen query's weights as bars."""
@@ -311,8 +317,9 @@ def toy_arithmetic(temperature: float = 1.0):
              "Set d_k to 100: the scores shrink tenfold and the weights flatten. Why real heads divide by √d_k "
              "at all is a question about many random numbers, not one: open the **Why divide by √d_k** view "
              "(the button below, or the view buttons above).")
-    st.button("Open 'Why divide by √d_k'", on_click=_open_view, args=(VIEW_SCALE,), key="attention.to_scale",
-              icon=":material/arrow_forward:")
+    if st.button("Open 'Why divide by √d_k'", on_click=_open_view, args=(VIEW_SCALE,), key="attention.to_scale",
+                 icon=":material/arrow_forward:"):
+        st.rerun(scope="app")  # the view picker is outside this section: rerun the whole page
 
 
 def _open_view(view: str) -> None:
@@ -320,6 +327,7 @@ def _open_view(view: str) -> None:
     st.session_state[URL.view.key] = view
 
 
+@st.fragment  # local: its radio, query slider and toy inputs redraw only this view
 def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
     """Step by step for one query: a real head, or the seeds' scalar example."""
     st.subheader("The arithmetic, step by step")
@@ -472,6 +480,7 @@ def scale_model_spread(sel: Selection, kind: A.AttentionKind) -> None:
     st.caption(f"This model {how}. Hover a bar for the spread of the query and key entries themselves.{note}")
 
 
+@st.fragment  # local: d_k, keys, scaling and seed redraw only this view
 def scale_panel(sel: Selection, kind: A.AttentionKind) -> None:
     """Why divide by √d_k: random q·k grows with the width, and unscaled softmax saturates."""
     st.subheader("Why divide by √d_k")
@@ -531,6 +540,7 @@ def seed_url(sel: Selection) -> None:
     URL.input2.seed(default=input_b_default(sel))
 
 
+@st.fragment  # local: the mode, head B and input B redraw only this view
 def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
     """Two heads, or one head on two inputs, side by side with their difference."""
     st.subheader("Compare")

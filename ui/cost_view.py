@@ -4,9 +4,15 @@ pages/cost.py calls them in reading order.
 
 The measuring is core.analysis.cost's, cached per device and setting in ui.cost_runs; the figures
 come from core.figures.cost.
+
+What a click reruns: d, heads, b and the longest n feed every section, and Measure again feeds the
+time and steps sections, so they rerun the whole page. The model-size picker of the last section
+changes only that section: it is a fragment (`@st.fragment`).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import pandas as pd
 import streamlit as st
@@ -82,9 +88,14 @@ def with_progress(fn, *args, label: str):
         bar.empty()
 
 
+def csv_bytes(rows: list[dict]) -> bytes:
+    """One table as CSV."""
+    return pd.DataFrame(rows).to_csv(index=False).encode()
+
+
 def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
-    """A CSV export of one measured table."""
-    st.download_button(label, pd.DataFrame(rows).to_csv(index=False).encode(), file_name=f"glassbox-cost-{name}.csv",
+    """A CSV export of one measured table, written when the button is pressed (not on every rerun)."""
+    st.download_button(label, partial(csv_bytes, rows), file_name=f"glassbox-cost-{name}.csv",
                        mime="text/csv", icon=":material/table:", key=f"cost.csv.{name}", on_click="ignore")
 
 
@@ -260,6 +271,7 @@ def memory_panel(s: A.Setting) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the model size redraws only this section
 def presets_panel(s: A.Setting) -> None:
     """Section 4: the same counts at the original Transformer's and BERT-base's sizes."""
     st.header("4. At the size of real models")

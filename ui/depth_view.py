@@ -6,6 +6,12 @@ and long-range paths (hop model vs attention graphs vs RNN). pages/depth.py call
 Kept in a module (not the page file) so it is compiled once per process. Every control a shared link
 may set is a URL parameter of the `URL` table below; cached work comes from ui.depth_runs, the
 numbers from core.analysis.depth and core.analysis.depth_tables.
+
+What a click reruns: the stack, position and objective at the top feed sections 1 and 2, and the
+experiment's own controls (L, gain, seed, measure, stacks, streams, noise) feed its charts and the
+hyper-connections below, so they rerun the whole page. ρ (the bounds), the Sinkhorn sublayer and
+the long-range paths' n, H and τ change only their own figures: those parts are fragments
+(`@st.fragment`).
 """
 
 from __future__ import annotations
@@ -460,12 +466,18 @@ def experiment_panel() -> Experiment:
     table per stack and what it says."""
     experiment_intro()
     e = experiment_controls()
+    bounds_section(e)
+    return e
+
+
+@st.fragment  # local: ρ and its button redraw only the bounds, the charts and the tables of this experiment
+def bounds_section(e: Experiment) -> None:
+    """The seed's bounds for the chosen ρ over the experiment's curves, the table per stack and its summary."""
     rho = rho_control(A.per_layer_factor(e.profiles["no residual"].resid_grad))
     lower, upper = A.bounds(rho, e.n_layers)
     depth_charts(e, rho, lower, upper)
     st.dataframe(pd.DataFrame(T.stack_rows(e.profiles)), hide_index=True, width="stretch")
     stacks_summary(e, T.stack_summary(e.profiles, lower))
-    return e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -488,6 +500,7 @@ def mixing_table(checks: dict[str, Any]) -> str:
             f"| all {checks['count']} multiplied: columns | {sums_text(checks['product_column'])} |")
 
 
+@st.fragment  # local: the Sinkhorn sublayer redraws only this section
 def hyper_panel(e: Experiment) -> None:
     """Hyper-connections: one Sinkhorn mixing matrix, its doubly-stochastic checks, and section 3's prompts."""
     st.subheader("Hyper-connections: several residual streams, mixed doubly-stochastically")
@@ -674,6 +687,7 @@ def model_graph_section(sel: Selection, tau: float, needed: Optional[int], field
                         key="depth.field", width="stretch")
 
 
+@st.fragment  # local: n, H and τ redraw only this section
 def paths_panel(sel: Selection) -> None:
     """Section 4: layers needed for the last token to hear the first, by formula, simulation and the model."""
     st.header("4. Long-range paths: how many layers until the last token hears the first?")

@@ -5,6 +5,11 @@ reading order.
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every AppTest run, and this is most of the page's code. The cached work
 is in ui.heads_runs; figures come from core.figures.heads through ui.figures.cached.
+
+What a click reruns: the tabs with controls of their own (Subspaces, Queries and keys, Ablation,
+the toy, the orthogonal query) are fragments (`@st.fragment`): their controls change only that
+tab. The attention kind, layer and head above the tabs, and the tabs themselves, rerun the whole
+page.
 """
 
 from __future__ import annotations
@@ -149,6 +154,7 @@ def set_budget(keys: list[str], d_model: int, d_v: int, n_heads: int) -> None:
         st.session_state[key] = value
 
 
+@st.fragment  # local: the matrix, angle, norm and budget controls redraw only this tab
 def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget."""
     cfg = sel.model.cfg
@@ -314,6 +320,7 @@ def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: 
     return rope, out[names[0]][0, :, head], out[names[1]][0, :, head], out[names[2]][0, head]
 
 
+@st.fragment  # local: the line threshold redraw only this tab
 def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
     """One head's queries and keys for the current input, in a shared 2-D PCA plane."""
     st.subheader(f"Queries and keys of layer {layer}, head {head} for your input")
@@ -411,6 +418,7 @@ def _label(ref) -> str:
     return f"L{layer} H{head}" if key == "self" else f"{key} L{layer} H{head}"
 
 
+@st.fragment  # local: the heads removed and the replacement redraw only this tab
 def ablation_panel(sel: Selection):
     """Zero- or mean-ablate any set of heads; then every head alone, ranked."""
     model, task = sel.model, sel.task
@@ -491,6 +499,7 @@ def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[d
     return rows
 
 
+@st.fragment  # local: the toy's heads, seed, steps and Train button redraw only this tab
 def toy_panel():
     """Train a 1-layer model with 1, 2 or 4 heads on a task that needs one lookup in each of two orthogonal subspaces."""
     st.subheader("Two heads, two subspaces: train it yourself")
@@ -617,6 +626,7 @@ def toy_figures(report) -> None:
                             key=f"heads.fig_toy_pat{h}", config=PNG)
 
 
+@st.fragment  # local: the size of the added part redraw only this tab
 def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
     """Add to a real query a part orthogonal to every key: every score stays the same."""
     cfg = sel.model.cfg

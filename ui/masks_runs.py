@@ -75,6 +75,12 @@ def leak_curves(n_forbidden: int) -> dict[str, np.ndarray]:
 
 
 @memo(maxsize=64)
+def real_score_leaks(scores: np.ndarray, mask: np.ndarray):
+    """What each masking constant leaks on one head's real scores (kept: the leak controls do not change it)."""
+    return A.real_score_leaks(scores, mask)
+
+
+@memo(maxsize=64)
 def graph_facts(stack: np.ndarray, layer: int, same_for_every_layer: bool) -> dict:
     """What the graph section draws for the masks ``stack`` [layer q k] (see A.graph_facts)."""
     return freeze(A.graph_facts(stack, layer, same_for_every_layer))

@@ -5,6 +5,11 @@ pages/masks.py calls them in reading order.
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every run, and this is most of the page's code. The numbers come from
 core.analysis.masks, the cached runs and figures from ui.masks_runs.
+
+What a click reruns: the mask editor (section 1) and the layer and head pickers (section 2) feed
+every section below them, so their controls rerun the whole page. The leak controls, the
+receptive field's query token, the cost section's block size and button and the legality length
+change only their own figures: those parts are fragments (`@st.fragment`).
 """
 
 from __future__ import annotations
@@ -433,6 +438,7 @@ def right_wrong_panel(sel: Selection, d: Drawn, layer: int, head: int) -> None:
     leak_panel(d.yours["scores"][layer, head], d.stack[layer])
 
 
+@st.fragment  # local: the gap, k and ε redraw only the leak table and curves
 def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
     """How large a finite mask constant must be: the worst-case table and chart, then this head's real gap."""
     st.subheader("How large must the mask constant be?")
@@ -458,7 +464,7 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
                "by itself (NaN in the table; the float16 lines stop there).")
     st.plotly_chart(R.leak_figure(A.LEAK_GAPS, R.leak_curves(k), eps, gap, title="leaked probability as the gap grows"),
                     key="masks.leak")
-    real = A.real_score_leaks(scores, mask)
+    real = R.real_score_leaks(scores, mask)
     if real is not None:
         real_gap, leaks = real
         st.info(f"This head's real scores under your mask: the largest gap is {real_gap:.2f}, so the worst float16 "
@@ -519,6 +525,7 @@ def laplacian_section(tokens: list[str], facts: dict) -> None:
                         key="masks.spectrum")
 
 
+@st.fragment  # local: the query token redraws only its receptive field (and the reach curve above it)
 def reach_section(tokens: list[str], facts: dict, layers: int, scope: str) -> None:
     """How the share of reached pairs grows with depth, and one query token's receptive field."""
     st.subheader("How many layers until everyone has heard from everyone?")
@@ -589,6 +596,7 @@ def timing_rows(b: int, run: int) -> list[dict]:
         return R.timing(b, run)
 
 
+@st.fragment  # local: the block size and Measure again redraw only this section
 def cost_panel(d: Optional[Drawn]) -> None:
     """Section 5: allowed pairs against n², and measured dense vs block-sparse time."""
     st.header("5. What sparsity saves")
@@ -648,6 +656,7 @@ def legality_models(data: dict, length: int) -> None:
                       delta=f"{(data['acc'][(name, other)] - data['acc'][(name, own)]) * 100:+.1f} points")
 
 
+@st.fragment  # local: the number of digits redraws only this section
 def legality_panel(device: str) -> None:
     """Section 6: the future-legality task: the bidirectional encoder solves it, the causal decoder cannot."""
     st.header("6. Encoder vs decoder: a rule that comes last")

@@ -5,6 +5,12 @@ sidebar's model, and extrapolation. pages/positions.py calls them one after anot
 Kept in a module (not the page file) so it is compiled once per process. Every control is a URL
 parameter of the `URL` table below; cached work comes from ui.positions_runs, numbers from
 core.analysis.positions.
+
+What a click reruns: sections whose controls change only their own figures are fragments
+(`@st.fragment`): the Gram matrix, the shift map, the RoPE shift and decay curves, neighbours,
+order, the scheme swap and extrapolation. The encodings' n, d and base and the RoPE base feed later
+sections (the tables, the neighbour scores), and the RoPE pair, m and n feed the plane and the
+shift below them, so those controls rerun the whole page.
 """
 
 from __future__ import annotations
@@ -240,6 +246,7 @@ def relative_panel(sel: Selection, t: Tables) -> None:
     )
 
 
+@st.fragment  # local: the Gram radio redraw only this section
 def gram_panel(sel: Selection, t: Tables) -> None:
     """The Gram matrix of the sinusoidal (or learned) table, and each diagonal against t − u."""
     labels = {"sinusoidal": f"the sinusoidal table above (n={t.n}, d={t.d})",
@@ -258,6 +265,7 @@ def gram_panel(sel: Selection, t: Tables) -> None:
               help="Zero (up to rounding) means the Gram matrix depends on t − u only.")
 
 
+@st.fragment  # local: the offset k redraw only this section
 def shift_panel(t: Tables) -> None:
     """M_k for the chosen offset k, and how closely it moves every row of the table by k."""
     st.subheader("The shift map M_k")
@@ -321,6 +329,7 @@ def decay_source(sel: Optional[Selection]) -> tuple[Optional[str], str, str]:
     return fallback, device, f"the bundled {fallback} model{why}"
 
 
+@st.fragment  # local: the base and head width of the decay curves redraw only this section
 def decay_panel(source: tuple[Optional[str], str, str]) -> None:
     """RoFormer's upper bound on |q·k| against m − n, next to the mean |q·k| of random and of trained vectors."""
     model_id, device, why = source
@@ -389,6 +398,7 @@ def rope_plane(rope_base: float, pair: int, m_pos: int, n_pos: int) -> None:
                     f"angle the pair started with. Move m and n by the same amount: both arrows turn together.")
 
 
+@st.fragment  # local: the shift s redraw only this section
 def rope_shift_panel(rope_base: float, m_pos: int, n_pos: int) -> None:
     """q·k before and after shifting both positions by s, and the q·k grid over (m, n)."""
     st.subheader("Shift both positions: q·k stays put")
@@ -425,6 +435,7 @@ def neighbour_positions(window: int, t1: int, t2: int) -> tuple[int, int]:
     return max(t1, window), max(t2, window)
 
 
+@st.fragment  # local: the window, the two query positions and the score source redraw only this section
 def neighbour_panel(t: Tables, rope_base: float) -> None:
     """Attention built from positions alone around two query positions: the same pattern at 7 and 107."""
     st.header("4. Translation invariance: position 7 and position 107 see the same neighbourhood")
@@ -465,6 +476,7 @@ def neighbour_panel(t: Tables, rope_base: float) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the example pair, scheme and shuffle redraw only this section
 def order_panel(sel: Selection) -> None:
     """An encoder run on one input in two orders: with no positions, B's rows are A's rows reordered."""
     st.header("5. Without positions, order is invisible")
@@ -566,6 +578,7 @@ def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the swapped scheme, layer and head redraw only this section
 def swap_panel(sel: Selection) -> None:
     """The sidebar's model run with its trained scheme and with another: one head's pattern and accuracy."""
     native = sel.model.cfg.pos
@@ -672,6 +685,7 @@ def training_tokens() -> tuple[int, int]:
     return train_len, 2 * train_len + 1
 
 
+@st.fragment  # local: the Evaluate button and the length slider redraw only this section
 def extrapolation_panel(sel: Selection) -> None:
     """The four induction models scored at longer and longer inputs (run when asked, or by a link with ext=)."""
     st.header("7. Longer than anything seen in training")

@@ -3,6 +3,12 @@ scrubber, keeping the model, and opening a checkpoint. pages/train.py calls them
 
 Kept in a module (not the page file) so it is compiled once per process; the training itself
 and the page's cached work are in ui.train_runs, the numbers in core.analysis.train.
+
+What a click reruns: the settings feed the Train button and the run's notes, and the buttons
+start, pause or stop the run that every later section shows, so they rerun the whole page; the
+live view is its own fragment that reruns itself while a run trains. The snapshot section's
+pickers and slider change only that section: it is a fragment (`@st.fragment`). Keeping or
+opening a model changes the sidebar, so those buttons rerun the whole page.
 """
 
 from __future__ import annotations
@@ -386,6 +392,7 @@ def scrubber(run: R.TrainingRun, kind, layer: int) -> None:
     head_grid(run, snap, kind, layer, key="train.scrub_fig")
 
 
+@st.fragment  # local: the heatmaps' attention and layer and the snapshot slider redraw only this section
 def history_panel() -> None:
     """Section 3, once a run is paused or finished: scrub its snapshots and watch each head sharpen."""
     run = R.current()
