@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -42,6 +43,20 @@ def torch_lazy_paths() -> None:
     tokens = torch.zeros(1, 8, dtype=torch.long)  # [batch pos]
     model.run_with_cache(tokens, "*hook_pattern")
     model.generate(tokens, 2)
+
+
+def page_modules() -> None:
+    """Import every page's view module (and through them pandas, plotly and core.analysis), so a
+    student's first visit of a page does not wait for its imports."""
+    import importlib
+    import importlib.util
+
+    from ui.nav import PAGES
+
+    for page in PAGES:
+        name = f"ui.{Path(page.path).stem}_view"
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
 
 
 def bundled_models() -> None:
@@ -97,6 +112,7 @@ def measure(page: str) -> Callable[[], None]:
 
 # In the order a student meets them: what every page needs first, the slow measurements last.
 TASKS: tuple[tuple[str, Callable[[], None]], ...] = (
+    ("page modules", page_modules),
     ("torch's lazy paths", torch_lazy_paths),
     ("bundled models", bundled_models),
     ("masks", measure("masks")),
