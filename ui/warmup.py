@@ -71,8 +71,8 @@ def bundled_models() -> None:
 
 
 def page_results(page: str) -> list[tuple[Memo, tuple]]:
-    """(memo, arguments) of the measurements a default visit of `page` asks for (masks, depth, cost);
-    tests/app/test_warmup.py checks that a default visit asks for exactly these."""
+    """(memo, arguments) of the measurements a default visit of `page` asks for (masks, depth, positions,
+    cost); tests/app/test_warmup.py checks that a default visit asks for exactly these."""
     if page == "masks":
         from ui import masks_runs as R
 
@@ -88,6 +88,17 @@ def page_results(page: str) -> list[tuple[Memo, tuple]]:
         wanted = [(R.experiment, e.run_args(variant)) for variant in V.VARIANT_NAMES]
         twins = R.twin_ids()
         return wanted + ([(R.twins_data, (*twins, DEVICE))] if twins is not None else [])
+    if page == "positions":
+        from ui import models
+        from ui import positions_runs as R
+        from ui import positions_view as V
+
+        # The sidebar opens on the first bundled model; section 6 scores it with its own scheme and
+        # with the first one offered instead (ui.positions_view.swap_choices).
+        model_id = models.manifest()[0]["id"]
+        native = models._load_bundled(model_id, DEVICE)[0].cfg.pos
+        swap = "none" if native != "none" else "sinusoidal"
+        return [(R.swap_accuracy, (model_id, DEVICE, scheme, V.EXT_SAMPLES)) for scheme in (native, swap)]
     if page == "cost":
         from core.analysis import cost as A
         from ui import cost_runs as R
@@ -117,6 +128,7 @@ TASKS: tuple[tuple[str, Callable[[], None]], ...] = (
     ("bundled models", bundled_models),
     ("masks", measure("masks")),
     ("depth", measure("depth")),
+    ("positions", measure("positions")),
     ("cost", measure("cost")),
 )
 

@@ -10,7 +10,7 @@ from tests.app.conftest import app_at, assert_ok
 from ui import warmup
 
 
-@pytest.mark.parametrize("page", ["masks", "depth", "cost"])
+@pytest.mark.parametrize("page", ["masks", "depth", "positions", "cost"])
 def test_the_warmup_computes_exactly_what_a_default_visit_asks_for(page):
     wanted = warmup.page_results(page)
     assert wanted
