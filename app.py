@@ -1,4 +1,4 @@
-"""Transformer Glassbox: the Streamlit entry point. Page config, navigation over pages/, nothing else.
+"""Transformer Glassbox: the Streamlit entry point. Page config, navigation over pages/, the warm-up.
 
 The page list lives in ui/nav.py (the home page draws its map from the same list). A page whose
 file is missing is left out of the menu instead of breaking every page; tests/app/test_shell.py
@@ -8,12 +8,14 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
-from ui import lessons_bar
+from ui import lessons_bar, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
 # made small-model runs and training chunks many times slower on a 2-core server.
 torch.set_num_threads(1)
+
+warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
 
 st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide",
                    initial_sidebar_state="collapsed" if lessons_bar.presenting() else "auto")  # ?present=1

@@ -133,13 +133,18 @@ def from_bytes(data: bytes, device: Union[str, torch.device] = "cpu",
         raise ValueError(f"the checkpoint's config is malformed: {exc}") from exc
     if not trusted and "accuracy" in meta:
         meta["claimed_accuracy"] = meta.pop("accuracy")
-    # Check shapes on the meta device first: a forged file with a tiny payload and a huge config
-    # must not make us allocate the huge model.
-    with torch.device("meta"):
-        skeleton = Transformer(cfg)
-    _check_state(skeleton, tensors)
+    # An upload's shapes are checked on the meta device first: a forged file with a tiny payload and
+    # a huge config must not make us allocate the huge model. A bundled (trusted) file is checked on
+    # the model itself: building on the meta device imports torch._dynamo (nn.Embedding initialises
+    # through torch._refs there), several seconds that the first visitor of a server would wait.
+    if not trusted:
+        with torch.device("meta"):
+            skeleton = Transformer(cfg)
+        _check_state(skeleton, tensors)
     check_finite(tensors)
     model = Transformer(cfg)
+    if trusted:
+        _check_state(model, tensors)
     model.load_state_dict(tensors, strict=True)
     return model.to(device).eval(), meta
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fnmatch
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Union
 
@@ -37,9 +38,15 @@ class HookPoint(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         state = _RUN_STATE.get()
-        if state is None:
+        if state is None or self.name not in state.touched:
             return x
         return state.visit(self, x)
+
+    # A hook point is called dozens of times per forward and nearly always hands its tensor straight
+    # back: skip nn.Module's call machinery (hook dictionaries, tracing checks), which cost more than
+    # the rest of a small model's forward. Module hooks registered on a HookPoint are therefore not
+    # run; the RunState is how a call looks at or changes an activation.
+    __call__ = forward
 
     def extra_repr(self) -> str:
         return repr(self.name)
@@ -54,21 +61,29 @@ def resolve_names(names: NameFilter, available: list[str]) -> list[str]:
         return list(available)
     if callable(names):
         chosen = [n for n in available if names(n)]
-        what = "the predicate"
-    else:
-        patterns = [names] if isinstance(names, str) else list(names)
-        for p in patterns:
-            if not isinstance(p, str):
-                raise ValueError(f"hook names must be strings, got {type(p).__name__}")
-            if not any(fnmatch.fnmatchcase(n, p) for n in available):
-                raise ValueError(
-                    f"no hook point matches {p!r}. Hook names look like "
-                    f"{available[:3] + ['...']}; see model.hook_names()."
-                )
-        chosen = [n for n in available if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
-        what = f"{patterns!r}"
+        if not chosen:
+            raise ValueError("no hook point matches the predicate; see model.hook_names().")
+        return chosen
+    patterns = (names,) if isinstance(names, str) else tuple(names)
+    for p in patterns:
+        if not isinstance(p, str):
+            raise ValueError(f"hook names must be strings, got {type(p).__name__}")
+    return list(_match_patterns(patterns, tuple(available)))
+
+
+@functools.lru_cache(maxsize=256)
+def _match_patterns(patterns: tuple[str, ...], available: tuple[str, ...]) -> tuple[str, ...]:
+    """The names matching any of the globs, in model order (remembered: pages ask the same few on
+    every rerun, and matching every glob against every name costs a tenth of a small forward)."""
+    for p in patterns:
+        if not any(fnmatch.fnmatchcase(n, p) for n in available):
+            raise ValueError(
+                f"no hook point matches {p!r}. Hook names look like "
+                f"{list(available[:3]) + ['...']}; see model.hook_names()."
+            )
+    chosen = tuple(n for n in available if any(fnmatch.fnmatchcase(n, p) for p in patterns))
     if not chosen:
-        raise ValueError(f"no hook point matches {what}; see model.hook_names().")
+        raise ValueError(f"no hook point matches {list(patterns)!r}; see model.hook_names().")
     return chosen
 
 
@@ -82,9 +97,13 @@ class RunState:
     cache: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> detached copy
     live: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> live tensor
 
+    def __post_init__(self) -> None:
+        # Every name this call captures or changes: one set lookup lets the other hooks pass at once.
+        self.touched = self.capture | frozenset(self.fwd)
+
     def touches(self, name: str) -> bool:
         """True when this call captures or changes the named activation."""
-        return name in self.capture or name in self.fwd
+        return name in self.touched
 
     def visit(self, hook: HookPoint, x: torch.Tensor) -> torch.Tensor:
         """Apply the interventions registered for this hook, then capture the result."""

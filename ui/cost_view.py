@@ -102,7 +102,8 @@ def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
 def stamp(sweep: dict) -> str:
     """Where and when a sweep was measured."""
     where = "this machine's CPU, one thread" if sweep["device"] == "cpu" else f"this machine's {sweep['device']}"
-    return f"Measured on {where}, {sweep['measured_at']}."
+    return (f"Measured on {where}, {sweep['measured_at']}: a cached measurement, taken once per server (the "
+            "default setting as the server starts) and shown to every student.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -628,7 +628,8 @@ def cost_panel(d: Optional[Drawn]) -> None:
     frame = pd.DataFrame(rows)[["n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n"]]
     st.dataframe(frame.style.format({"dense ms": "{:.2f}", "block-sparse ms": "{:.2f}", "measured ratio": "{:.3f}",
                                      "predicted ratio b/n": "{:.3f}"}), hide_index=True, width="stretch")
-    st.caption("Best of 3 calls each. At small n fixed overheads dominate and the ratio stays above b/n; as n grows "
+    st.caption("A cached measurement: timed once per server (b = 32 as the server starts) and shown to every "
+               "student; **Measure again** times it afresh. Best of 3 calls each. At small n fixed overheads dominate and the ratio stays above b/n; as n grows "
                "the dense n×n buffer gets expensive (memory as well as arithmetic) and the gap opens up.")
     try_this(
         "Double b: the predicted ratio doubles. Does the measured one follow at large n?",

@@ -86,8 +86,9 @@ def nbytes(value: Any) -> int:
 class Memo:
     """A thread-safe least-recently-used store of results by fingerprint, bounded in count and bytes.
 
-    A miss computes outside the lock, so one slow run never blocks other sessions' lookups; two
-    sessions that miss at once both compute, and the second result wins (the same either way).
+    A miss computes outside the lock, so one slow run never blocks other sessions' lookups of other
+    results. A session that asks for a result another thread is computing (a student, or the start-up
+    warm-up of ui.warmup) waits for it instead of computing it a second time on the same few cores.
     """
 
     def __init__(self, func: Callable, maxsize: int, max_bytes: int = DEFAULT_MAX_BYTES):
@@ -96,15 +97,32 @@ class Memo:
         self._sizes: dict[Hashable, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
+        self._computing: dict[Hashable, threading.Event] = {}  # key -> set when its computation ends
         functools.update_wrapper(self, func)
 
     def __call__(self, *args, **kwargs):
         key = (fingerprint(args), fingerprint(kwargs))
-        with self._lock:
-            if key in self._store:
-                self._store.move_to_end(key)
-                return self._store[key]
-        value = self.func(*args, **kwargs)
+        while True:
+            with self._lock:
+                if key in self._store:
+                    self._store.move_to_end(key)
+                    return self._store[key]
+                running = self._computing.get(key)
+                if running is None:
+                    done = self._computing[key] = threading.Event()
+                    break
+            running.wait()  # then look again: stored now, or that computation failed and this one tries
+        try:
+            value = self.func(*args, **kwargs)
+            self._keep(key, value)
+        finally:
+            with self._lock:
+                del self._computing[key]
+            done.set()
+        return value
+
+    def _keep(self, key: Hashable, value: Any) -> None:
+        """Store a result, then forget the least recently used ones beyond the count and byte bounds."""
         size = nbytes(value)
         with self._lock:
             self._bytes += size - self._sizes.get(key, 0)
@@ -113,7 +131,6 @@ class Memo:
             while len(self._store) > 1 and (len(self._store) > self.maxsize or self._bytes > self.max_bytes):
                 old, _ = self._store.popitem(last=False)
                 self._bytes -= self._sizes.pop(old)
-        return value
 
     @property
     def bytes(self) -> int:

@@ -73,6 +73,45 @@ def test_memo_serves_many_threads_at_once():
     assert len(slow) == 4
 
 
+def test_a_result_being_computed_is_waited_for_not_computed_again():
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(x):
+        calls.append(x)
+        started.set()
+        release.wait(5)
+        return x * 2
+
+    memo_ = Memo(slow, maxsize=8)
+    results = []
+    first = threading.Thread(target=lambda: results.append(memo_(3)))
+    first.start()
+    assert started.wait(5)
+    others = [threading.Thread(target=lambda: results.append(memo_(3))) for _ in range(4)]
+    for t in others:
+        t.start()
+    release.set()
+    for t in [first, *others]:
+        t.join(5)
+    assert results == [6] * 5
+    assert calls == [3]  # the four late callers waited for the first computation
+
+
+def test_a_failed_computation_lets_the_next_caller_try_again():
+    attempts = []
+
+    def flaky(x):
+        attempts.append(x)
+        if len(attempts) == 1:
+            raise RuntimeError("first try fails")
+        return x
+
+    memo_ = Memo(flaky, maxsize=4)
+    with pytest.raises(RuntimeError):
+        memo_(1)
+    assert memo_(1) == 1 and len(attempts) == 2
+
+
 def test_freeze_makes_shared_results_read_only():
     out = freeze({"a": np.zeros(3), "b": [np.ones(2)]})
     with pytest.raises(ValueError):

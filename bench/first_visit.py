@@ -1,0 +1,167 @@
+"""How long each page takes to appear in a real browser: the first visit after a server start, and the next.
+
+    python bench/first_visit.py                     # every page in ui/nav.py, one table
+    python bench/first_visit.py --root /tmp/base    # the same bench against another checkout
+    python bench/first_visit.py --pages masks,depth
+
+Starts `streamlit run app.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
+/_stcore/health (the server is up; no script has run yet), then opens every page in Debian's
+chromium through Playwright, one tab at a time, as one new visitor would: first every page once
+("cold": the first visit of that page since the server started; the first page also pays the
+torch import), then every page again ("warm", a new tab). A visit is timed from the request to
+the moment the page's last element was drawn: the app's `data-test-script-state` is notRunning,
+no spinner or skeleton is showing, every chart is drawn, and nothing in the page changed for
+`--settle` seconds (the time reported is the last change, not the end of that wait).
+Prints one table; it asserts nothing (these machines are shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+TARGET_S = 2.0
+
+# What the page shows right now, as one comparable snapshot (see `time_visit`).
+SNAPSHOT_JS = """() => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const main = document.querySelector("[data-testid='stMain']");
+  const q = (s) => document.querySelectorAll(s).length;
+  return {
+    state: app ? app.getAttribute('data-test-script-state') : null,
+    nodes: main ? main.querySelectorAll('*').length : 0,
+    busy: q("[data-testid='stSpinner']") + q("[data-testid='stSkeleton']"),
+    charts: q("[data-testid='stPlotlyChart']"),
+    drawn: q("[data-testid='stPlotlyChart'] .js-plotly-plot .main-svg"),
+    title: q("[data-testid='stMain'] h1"),
+  };
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(root: Path, port: int) -> subprocess.Popen:
+    """`streamlit run app.py` in `root`, as tests/e2e/conftest.py starts it; waits for /_stcore/health."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.read().decode().strip() == "ok":
+                    return proc
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    stop_server(proc)
+    raise SystemExit("streamlit did not become healthy")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def is_done(snap: dict) -> bool:
+    """The run finished and everything it drew is on screen."""
+    return (snap["state"] == "notRunning" and snap["title"] > 0 and snap["busy"] == 0
+            and snap["drawn"] >= snap["charts"])
+
+
+def time_visit(browser, url: str, settle: float, timeout: float) -> float:
+    """Seconds from the request to the last change of a finished page, in a fresh tab."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto(url, wait_until="commit", timeout=timeout * 1000)
+        last_change, last_snap = time.perf_counter(), None
+        while True:
+            snap = page.evaluate(SNAPSHOT_JS)
+            now = time.perf_counter()
+            if snap != last_snap:
+                last_change, last_snap = now, snap
+            elif is_done(snap) and now - last_change >= settle:
+                return last_change - t0
+            if now - t0 > timeout:
+                return float("nan")
+            page.wait_for_timeout(40)
+    finally:
+        context.close()
+
+
+def page_list(root: Path, only: set[str] | None) -> list[tuple[str, str]]:
+    """(title, url_path) of every page of `root`'s ui/nav.py whose file exists."""
+    sys.path.insert(0, str(root))
+    from ui.nav import PAGES
+
+    return [(p.title, p.url_path) for p in PAGES
+            if p.exists and (only is None or (p.url_path or "home") in only)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app.py to serve")
+    parser.add_argument("--pages", default="", help="comma-separated url paths (home for the home page)")
+    parser.add_argument("--settle", type=float, default=0.6, help="seconds without change that end a visit")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a visit counts as failed")
+    parser.add_argument("--wait", type=float, default=0.0,
+                        help="seconds to leave the healthy server idle before the first visit")
+    args = parser.parse_args()
+    root = args.root.resolve()
+    pages = page_list(root, set(args.pages.split(",")) if args.pages else None)
+    exe = shutil.which("chromium")
+    if exe is None:
+        raise SystemExit("Debian chromium is not installed: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    server = start_server(root, port)
+    cold, warm = {}, {}
+    try:
+        time.sleep(args.wait)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+            for times in (cold, warm):
+                for title, path in pages:
+                    times[title] = time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout)
+            browser.close()
+    finally:
+        stop_server(server)
+    print(f"first visits to {root.name} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
+          f"seconds to the last element drawn; target <= {TARGET_S:g} s")
+    print(f"{'page':12} {'cold':>7} {'warm':>7}")
+    print("-" * 28)
+    for title, _ in pages:
+        print(f"{title:12} {cold[title]:7.2f} {warm[title]:7.2f}")
+    print("cold: the first visit of that page since the server started (the first row also pays the "
+          "torch import); warm: a second visit, in a new tab")
+
+
+if __name__ == "__main__":
+    main()

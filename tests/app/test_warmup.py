@@ -1,0 +1,66 @@
+"""The start-up warm-up (ui.warmup): it computes what a default visit asks for, once per process."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.app.conftest import app_at, assert_ok
+from ui import warmup
+
+
+@pytest.mark.parametrize("page", ["masks", "depth", "positions", "cost"])
+def test_the_warmup_computes_exactly_what_a_default_visit_asks_for(page):
+    wanted = warmup.page_results(page)
+    assert wanted
+    for memo_, _ in wanted:
+        memo_.clear()
+    at = app_at(f"pages/{page}.py")
+    assert_ok(at)
+    missing = [(m.__name__, args) for m, args in wanted if not m.has(*args)]
+    assert not missing, f"the warm-up would compute results the page never asks for: {missing}"
+
+
+def test_start_runs_the_tasks_once_per_process_in_one_background_thread(monkeypatch):
+    calls, done = [], threading.Event()
+
+    def task():
+        calls.append(threading.current_thread().name)
+        done.set()
+
+    monkeypatch.setattr(warmup, "TASKS", (("test task", task),))
+    monkeypatch.setattr(warmup, "_STATE", {"thread": None, "done": []})
+    monkeypatch.setenv("GLASSBOX_WARMUP", "1")
+    assert warmup.start() is True
+    assert warmup.start() is False  # the second call (every later run of app.py) starts nothing
+    assert done.wait(10)
+    warmup._STATE["thread"].join(10)
+    assert calls == ["glassbox-warmup"]
+    assert warmup.finished("test task")
+
+
+def test_a_failing_task_is_logged_and_the_others_still_run(monkeypatch, caplog):
+    ran = []
+
+    def broken():
+        raise RuntimeError("model file missing")
+
+    monkeypatch.setattr(warmup, "TASKS", (("broken", broken), ("fine", lambda: ran.append(1))))
+    monkeypatch.setattr(warmup, "_STATE", {"thread": None, "done": []})
+    finished = warmup.run_all()
+    assert [name for name, _ in finished] == ["fine"] and ran == [1]
+    assert "broken" in caplog.text
+
+
+def test_the_warmup_can_be_switched_off(monkeypatch):
+    monkeypatch.setattr(warmup, "_STATE", {"thread": None, "done": []})
+    monkeypatch.setenv("GLASSBOX_WARMUP", "0")
+    assert warmup.start() is False and warmup._STATE["thread"] is None
+
+
+def test_the_app_does_not_start_the_warmup_under_apptest(monkeypatch):
+    monkeypatch.setattr(warmup, "_STATE", {"thread": None, "done": []})
+    at = app_at()
+    assert_ok(at)
+    assert warmup._STATE["thread"] is None

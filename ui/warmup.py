@@ -1,0 +1,173 @@
+"""Work no student's input changes, done once per server process in a background thread.
+
+The first visit of a page used to pay for torch's lazy set-up, the bundled models' loading, and
+measurements that are the same for everyone at the page's default settings (timing sweeps, the
+random stacks, the legality comparison). app.py calls `start()` on every run; the first call
+starts one daemon thread that fills the same process-wide memos (ui.memo) the pages read, with
+the same arguments a default visit asks for. A page that asks while the thread is computing a
+result waits for that computation instead of repeating it (ui.memo.Memo); a failure here only
+means the page computes the result itself, as it did before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ui.memo import Memo
+
+log = logging.getLogger(__name__)
+
+DEVICE = "cpu"  # the sidebar's default device (ui.sidebar.URL.device)
+MASKS_LEGALITY_LEN, MASKS_COST_BLOCK = 8, 32  # the Masks page's slider defaults
+_START_LOCK = threading.Lock()
+_STATE = {"thread": None, "done": []}  # the one warm-up thread of this process, and what it finished
+
+
+def torch_lazy_paths() -> None:
+    """torch's one-time costs: torch._dynamo (imported by the first meta-device build, which the Train
+    page's parameter counts and checkpoint uploads use) and the first forward's kernel set-up."""
+    from core.analysis.train import param_count
+    from core.config import TransformerConfig
+    from core.train import init_model
+
+    cfg = TransformerConfig(arch="decoder", vocab_size=16, max_len=16, n_layers=1, d_model=16, n_heads=2)
+    param_count(cfg)
+    model = init_model(cfg, seed=0).eval()
+    tokens = torch.zeros(1, 8, dtype=torch.long)  # [batch pos]
+    model.run_with_cache(tokens, "*hook_pattern")
+    model.generate(tokens, 2)
+
+
+def page_modules() -> None:
+    """Import every page's view module (and through them pandas, plotly and core.analysis), so a
+    student's first visit of a page does not wait for its imports."""
+    import importlib
+    import importlib.util
+
+    from ui.nav import PAGES
+
+    for page in PAGES:
+        name = f"ui.{Path(page.path).stem}_view"
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
+def bundled_models() -> None:
+    """Load every bundled model into the shared memo (each page's sidebar asks for one)."""
+    from ui import models
+
+    for entry in models.manifest():
+        try:
+            models._load_bundled(entry["id"], DEVICE)
+        except Exception:  # noqa: BLE001 - a broken file is reported by the page that opens it
+            log.exception("warm-up: could not load %s", entry["id"])
+
+
+def page_results(page: str) -> list[tuple[Memo, tuple]]:
+    """(memo, arguments) of the measurements a default visit of `page` asks for (masks, depth, positions,
+    cost); tests/app/test_warmup.py checks that a default visit asks for exactly these."""
+    if page == "masks":
+        from ui import masks_runs as R
+
+        # The legality slider starts at 8 digits and the timing's block size at 32 (ui.masks_view).
+        return [(R.legality_panel_data, (DEVICE, MASKS_LEGALITY_LEN)), (R.timing, (MASKS_COST_BLOCK, 0))]
+    if page == "depth":
+        from ui import depth_runs as R
+        from ui import depth_view as V
+
+        U = V.URL
+        e = V.Experiment(U.L.default, U.gain.default, U.iseed.default, U.measure.default, list(U.show.default),
+                         U.streams.default, U.noise.default, {})
+        wanted = [(R.experiment, e.run_args(variant)) for variant in V.VARIANT_NAMES]
+        twins = R.twin_ids()
+        return wanted + ([(R.twins_data, (*twins, DEVICE))] if twins is not None else [])
+    if page == "positions":
+        from ui import models
+        from ui import positions_runs as R
+        from ui import positions_view as V
+
+        # The sidebar opens on the first bundled model; section 6 scores it with its own scheme and
+        # with the first one offered instead (ui.positions_view.swap_choices).
+        model_id = models.manifest()[0]["id"]
+        native = models._load_bundled(model_id, DEVICE)[0].cfg.pos
+        swap = "none" if native != "none" else "sinusoidal"
+        return [(R.swap_accuracy, (model_id, DEVICE, scheme, V.EXT_SAMPLES)) for scheme in (native, swap)]
+    if page == "cost":
+        from core.analysis import cost as A
+        from ui import cost_runs as R
+        from ui import cost_view as V
+
+        U = V.URL
+        setting = A.Setting(ns=V.powers_of_two(V.N_MIN, U.nmax.default), d_model=U.d.default,
+                            n_heads=U.heads.default, block=U.b.default, device=DEVICE)
+        return [(R.time_sweep, (setting, 0)), (R.memory_sweep, (setting,))]
+    raise ValueError(f"no warm-up for page {page!r}")
+
+
+def measure(page: str) -> Callable[[], None]:
+    """A task computing `page`'s default measurements into their memos."""
+    def task() -> None:
+        for memo_, args in page_results(page):
+            memo_(*args)
+
+    task.__doc__ = f"The {page} page's default measurements."
+    return task
+
+
+# In the order a student meets them: what every page needs first, the slow measurements last.
+TASKS: tuple[tuple[str, Callable[[], None]], ...] = (
+    ("page modules", page_modules),
+    ("torch's lazy paths", torch_lazy_paths),
+    ("bundled models", bundled_models),
+    ("masks", measure("masks")),
+    ("depth", measure("depth")),
+    ("positions", measure("positions")),
+    ("cost", measure("cost")),
+)
+
+
+def run_all() -> list[tuple[str, float]]:
+    """Run every task, logging (never raising) failures; returns (task, seconds) of those that finished."""
+    finished = []
+    for name, task in TASKS:
+        t0 = time.perf_counter()
+        try:
+            task()
+        except Exception:  # noqa: BLE001 - the page computes it itself then
+            log.exception("warm-up task %r failed", name)
+            continue
+        finished.append((name, time.perf_counter() - t0))
+        _STATE["done"].append(name)
+    return finished
+
+
+def enabled() -> bool:
+    """Off under AppTest (tests run the pages themselves) and where GLASSBOX_WARMUP=0."""
+    from ui import _under_apptest
+
+    return os.environ.get("GLASSBOX_WARMUP", "1") != "0" and not _under_apptest()
+
+
+def start() -> bool:
+    """Start the warm-up thread once per process (later calls return at once); True if it started now."""
+    if _STATE["thread"] is not None or not enabled():
+        return False
+    with _START_LOCK:
+        if _STATE["thread"] is not None:
+            return False
+        thread = threading.Thread(target=run_all, name="glassbox-warmup", daemon=True)
+        _STATE["thread"] = thread
+    thread.start()
+    return True
+
+
+def finished(name: str) -> bool:
+    """Whether the warm-up task `name` has finished in this process."""
+    return name in _STATE["done"]
