@@ -86,7 +86,7 @@ TRAIN_STEPS = "100"  # trainers' URL setting: a short run
 
 # Pages in the order a student meets them (url paths; "" is Home), and per page the URL states a
 # student opens it with (besides its own model and input), taken from bench/page_snapshot.py.
-PAGES = ["attention", "heads", "masks", "retrieval", "positions", "depth", "cost", "train", ""]
+PAGES = ["attention", "heads", "masks", "retrieval", "positions", "depth", "cost", "generation", "lessons", "train", ""]
 PAGE_STATES: dict[str, list[dict[str, str]]] = {
     "attention": [{}, {"view": "head", "layer": "1", "head": "2", "query": "3"}, {"view": "steps", "temp": "0.5"}],
     "heads": [{}, {"view": "roles", "layer": "1", "head": "1"}, {"view": "ablation", "ablate": "L0H1,L1H0", "mode": "mean"}],
@@ -96,6 +96,8 @@ PAGE_STATES: dict[str, list[dict[str, str]]] = {
     "retrieval": [{}, {"points": "step", "qnorm": "300", "beta": "10", "alpha": "1000"},
                   {"table": "tie", "angle": "20", "layer": "0", "head": "1", "seen": "recall-cosine", "stretch": "2.5"}],
     "cost": [{}, {"d": "128", "heads": "8", "nmax": "512"}, {"preset": "bert-base", "b": "16", "nmax": "256"}],
+    "generation": [{}, {"attn": "cross", "t": "3", "steps": "6"}, {"le": "12", "ld": "5", "t": "1", "tlen": "32"}],
+    "lessons": [{}, {"level": "intermediate"}],
     "train": [{}, {"task": "sort", "arch": "decoder", "pos": "rope", "norm": "post"}, {"task": "brackets", "arch": "encoder", "layers": "1"}],
     "": [{}],
 }

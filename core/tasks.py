@@ -810,6 +810,43 @@ class TwoLookupTask(Task):
         return out
 
 
+class PeekingTransformTask(TransformTask):
+    """A transform task whose encoder also reads the answer: the leakage case study of the
+    Generation page. The source is `x1..xn <sep> y1..yn`; the decoder input and targets are as in
+    the plain task. A model trained on it can copy y from the bidirectional encoder instead of
+    learning the rule, and fails once the answer is hidden (`hide_answer`).
+    """
+
+    archs = ("encoder-decoder",)
+
+    def __init__(self, name: str, title: str, description: str, rule: Callable[[list[str]], list[str]]):
+        super().__init__(name, title, description, rule)
+        self.scored_by_arch = {"encoder-decoder": "Every decoder position predicts the next answer token, then "
+                                                  "<eos>; the source carries the answer after <sep>. An example "
+                                                  "counts as right only if all its scored positions are."}
+        self.scored = self.scored_by_arch["encoder-decoder"]
+
+    def _format(self, sample: dict, arch: str, length: int) -> Formatted:
+        source, targets, tgt, meta = super()._format(sample, arch, length)
+        return [*source, "<sep>", *meta["answer"]], targets, tgt, meta
+
+    def label(self, tokens: list[str], arch: str, tgt: list[str] | None = None) -> list[int]:
+        """Targets by the rule applied to the digits before <sep> (what follows <sep> is the peek)."""
+        self.check_arch(arch)
+        tokens = _strip_pad(self._tokens(tokens))
+        if tokens.count("<sep>") != 1:
+            raise ValueError("the source needs exactly one <sep> between the digits and the answer, e.g. 3 1 4 <sep> 4 1 3")
+        x = tokens[: tokens.index("<sep>")]
+        return super().label(x, arch, tgt)
+
+    def hide_answer(self, source: torch.Tensor) -> torch.Tensor:
+        """The source ids `[batch pos]` with every token after <sep> replaced by <pad> (the fix: the
+        encoder no longer sees the answer)."""
+        after = (source == self.vocab.sep_id).long().cumsum(dim=1) > 0  # [batch pos], <sep> and after
+        after &= source != self.vocab.sep_id
+        return source.masked_fill(after, self.vocab.pad_id)
+
+
 # ---------------------------------------------------------------------------------------
 # key-value recall (the Retrieval page's task)
 # ---------------------------------------------------------------------------------------
@@ -894,6 +931,8 @@ def _build_tasks() -> dict[str, Task]:
         BracketsTask(),
         FutureLegalityTask(),
         RecallTask(),
+        PeekingTransformTask("sort-peek", "Sort, answer visible to the encoder",
+                             "Sort the digits; the encoder is also shown the answer (a leak).", sorted),
     ]
     return {t.name: t for t in tasks}
 

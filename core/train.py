@@ -593,6 +593,17 @@ BUNDLE += [
            config={"score": "cosine"}, **_RECALL),
 ]
 
+# The Generation page's leakage case study: twins that differ only in the task. The leaky one's encoder
+# also reads the sorted answer, so it copies instead of sorting (see core.analysis.leakage).
+BUNDLE += [
+    Recipe("sort-peek-encdec", "Sort, leaky encoder (encoder-decoder)",
+           "Encoder-decoder whose encoder is also shown the sorted answer: it scores 100% by copying it, a leak.",
+           task="sort-peek", arch="encoder-decoder", steps=1500, config={"d_mlp": 128}),
+    Recipe("sort-encdec", "Sort (encoder-decoder)",
+           "Twin of sort-peek-encdec built properly: the encoder reads only the digits.",
+           task="sort", arch="encoder-decoder", steps=1500, config={"d_mlp": 128}),
+]
+
 
 def build_recipe(recipe: Recipe, callback: Optional[Callback] = None, eval_samples: int = 1024,
                  device: Union[str, torch.device, None] = None) -> tuple[TrainResult, float]:

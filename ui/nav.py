@@ -67,6 +67,8 @@ PAGES: list[PageInfo] = [
              "Stacking layers: residual paths, layer norm placement and how far information travels."),
     PageInfo("pages/cost.py", "Cost", ":material/speed:", "cost", "Look inside",
              "Attention against recurrence, timed on this machine, and attention without the n × n matrix."),
+    PageInfo("pages/generation.py", "Generation", ":material/edit_note:", "generation", "Look inside",
+             "The three families, cross-attention shapes, decoding with a KV cache, and how a model can cheat."),
     PageInfo("pages/train.py", "Train", ":material/model_training:", "train", "Build",
              "Train a small Transformer on a toy task and watch its attention form."),
 ]

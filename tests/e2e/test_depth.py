@@ -10,7 +10,8 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts, wait_for_run
+from tests.e2e.conftest import (assert_no_exception, open_page, screenshot, tall_screenshot, wait_for_charts,
+                                 wait_for_run)
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Raise τ on the model until the star disappears"  # the last "try this" prompt on the page
@@ -37,18 +38,6 @@ def _trace(page, title: str, name: str) -> dict:
     raise AssertionError(f"no trace {name!r} in a chart titled {title!r}")
 
 
-def _tall_screenshot(page, name: str) -> None:
-    """Streamlit scrolls inside its main container, so a full-page shot stops at the viewport:
-    grow the viewport to the content's height first, then take it."""
-    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 16000)})
-    page.wait_for_timeout(1500)  # plotly charts redraw at the new size
-    wait_for_run(page, last=LAST)
-    page.wait_for_timeout(1000)
-    screenshot(page, name)
-    page.set_viewport_size({"width": 1400, "height": 1000})
-
-
 def test_depth_page_draws_and_the_heads_slider_moves_the_formula(server_url, page):
     # Arrive the way a student does: the home page (with the model in the URL), then the menu link.
     open_page(page, f"{server_url}/?model=sort-decoder", timeout=240_000)
@@ -60,7 +49,7 @@ def test_depth_page_draws_and_the_heads_slider_moves_the_formula(server_url, pag
     assert len(charts) >= 10, [c["title"] for c in charts]
     depth = _trace(page, "Gradient at each block's input", "no residual")
     assert len(depth["y"]) == 49 and depth["y"][0] < 1e-8  # the plain stack's gradient has died
-    _tall_screenshot(page, "depth")
+    tall_screenshot(page, "depth", LAST)
 
     before = np.asarray(_trace(page, "Layers needed", "hop model")["y"], dtype=float)
     slider = page.locator("[data-testid='stSlider'] input[type='range'][aria-label='Heads H']")
@@ -87,7 +76,7 @@ def test_depth_page_takes_a_one_token_input_from_a_link(server_url, page):
     titles = [c["title"] for c in _charts(page)]
     assert any(t.startswith("Pieces of the final state at position 0") for t in titles), titles
     assert page.get_by_text("after 0 stacked layer(s)").count() == 1
-    _tall_screenshot(page, "depth_one_token")
+    tall_screenshot(page, "depth_one_token", LAST)
 
 
 def _panel_screenshot(page, text: str, name: str) -> None:

@@ -1,0 +1,182 @@
+"""The Generation page's cached work: the anatomy run, the decoding traces and timings, the leakage
+gradients and accuracies, and the tiny decoders trained on the page. Every cache is a process-wide
+ui.memo memo keyed by plain values, so a second student with the same view gets it at once; the
+computing is core.analysis.generation's and core.analysis.leakage's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+import torch
+
+from core.analysis import generation as G
+from core.analysis import leakage as L
+from core.device import one_thread
+from core.figures import generation as F
+from core.tasks import get_task
+from ui import models, sidebar
+from ui.figures import cached
+from ui.memo import freeze, memo
+from ui.runs import model_inputs
+
+ENCDEC_ID = "reverse-encdec"  # the encoder-decoder the page offers when the current model has no encoder
+LEAKY_ID, PROPER_ID = "sort-peek-encdec", "sort-encdec"
+ACC_SAMPLES, ACC_SEED = 256, 11
+
+
+def switch_model(model_id: str) -> None:
+    """Select a bundled model in the shared sidebar (a button callback, so it runs before the sidebar)."""
+    st.session_state[sidebar.MODEL_KEY] = model_id
+    st.session_state.pop(sidebar.INPUT_KEY, None)  # the new model may not read the old input
+    st.session_state.pop(sidebar.TGT_KEY, None)
+    st.session_state[sidebar.SEED_KEY] = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 1-2. Anatomy and shapes
+
+
+@memo(maxsize=64)
+def anatomy(cache_key: tuple) -> tuple:
+    """Every hook point of the sidebar's model with its real shape for the sidebar's input."""
+    model, ids, kwargs = model_inputs(cache_key)
+    with one_thread():
+        return tuple(G.anatomy(model, ids, kwargs.get("tgt")))
+
+
+@memo(maxsize=32)
+def family_hooks(model_id: str, device: str, arch: str) -> tuple:
+    """The hook points a model of family `arch` with the current model's sizes would have."""
+    model, _ = models.get_model(model_id, device)
+    return tuple(G.family_hooks(model.cfg, arch))
+
+
+@memo(maxsize=64)
+def hook_tensor(cache_key: tuple, name: str) -> np.ndarray:
+    """The tensor at one hook for the sidebar's input, as float numpy (batch axis kept)."""
+    model, ids, kwargs = model_inputs(cache_key)
+    with one_thread():
+        _, cache = model.run_with_cache(ids, [name], **kwargs)
+    return freeze(cache[name].float().cpu().numpy())
+
+
+@memo(maxsize=64)
+def identities(cache_key: tuple, prefix: str, layer: int, which: str, perm_seed: int) -> dict:
+    """The concat-vs-sum identity for one attention and the MLP permutation check of one block."""
+    model, ids, kwargs = model_inputs(cache_key)
+    block = f"{prefix}blocks.{layer}."
+    z_name, x_name = f"{block}{which}.hook_z", f"{block}ln2.hook_normalized"
+    with one_thread(), torch.no_grad():
+        _, cache = model.run_with_cache(ids, [z_name, x_name], **kwargs)
+        heads = G.heads_concat_vs_sum(model, cache[z_name], prefix, layer, which)
+        perm = G.seeded_permutation(cache[x_name].shape[1], perm_seed)
+        mlp = G.mlp_permutation_check(model, cache[x_name], prefix, layer, perm)
+    norms = heads["per_head"][:, 0].norm(dim=-1).numpy()  # [head pos]
+    return freeze({"heads_diff": heads["max_diff"], "norms": norms, "mlp_diff": mlp["max_diff"],
+                   "perm": perm.numpy()})
+
+
+@memo(maxsize=64)
+def shape_rows(model_id: str, device: str, src_len: int, tgt_len: int) -> tuple:
+    """The three attention types' tensors, as (kind, ((label, axes, sizes), ...)), for a run of
+    `src_len` source and `tgt_len` decoder tokens (tests/core/test_generation.py checks them against
+    the hooks of a real run)."""
+    cfg = models.get_model(model_id, device)[0].cfg
+    return tuple((kind, tuple((b.label, b.axes, b.sizes) for b in G.attention_shapes(cfg, kind, 1, tgt_len, src_len)))
+                 for kind in G.ATTENTION_KINDS)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The stepper
+
+
+def stepper_inputs(cache_key: tuple, prompt_len: int, bos_id: int):
+    """(model, tokens, tgt_prefix) for `generate`: a decoder's prompt is the first `prompt_len`
+    input tokens; an encoder-decoder reads the whole source and starts from <bos>."""
+    model, ids, kwargs = model_inputs(cache_key)
+    if model.is_encoder_decoder:
+        return model, ids, torch.tensor([[bos_id]], device=model.device)  # [1 1]
+    return model, ids[:, :prompt_len], None
+
+
+@memo(maxsize=32)
+def traces(cache_key: tuple, prompt_len: int, steps: int, bos_id: int) -> tuple:
+    """The decoding run observed with and without the cache, and the largest logit difference per step."""
+    model, tokens, tgt_prefix = stepper_inputs(cache_key, prompt_len, bos_id)
+    with one_thread():
+        with_cache = G.decode_trace(model, tokens, steps, True, tgt_prefix)
+        without = G.decode_trace(model, tokens, steps, False, tgt_prefix)
+    return freeze((with_cache, without, G.max_logit_difference(with_cache, without)))
+
+
+@memo(maxsize=16)
+def timings(cache_key: tuple, prompt_len: int, steps: int, bos_id: int, run: int) -> dict:
+    """Milliseconds per token with and without the cache (fastest of 5 runs; `run` asks for a fresh measurement)."""
+    model, tokens, tgt_prefix = stepper_inputs(cache_key, prompt_len, bos_id)
+    with one_thread():
+        G.time_per_token(model, tokens, 2, True, tgt_prefix, repeats=1)  # warm up
+        cached_ms = 1e3 * G.time_per_token(model, tokens, steps, True, tgt_prefix, repeats=5)
+        full_ms = 1e3 * G.time_per_token(model, tokens, steps, False, tgt_prefix, repeats=5)
+    return freeze({"with cache": cached_ms, "without cache": full_ms})
+
+
+# ---------------------------------------------------------------------------------------------
+# 4-5. Leakage
+
+
+def leakage_models(device: str):
+    """The leaky and the proper bundled encoder-decoders (shared; never changed)."""
+    return models.get_model(LEAKY_ID, device)[0], models.get_model(PROPER_ID, device)[0]
+
+
+@memo(maxsize=32)
+def leakage_example(device: str, seed: int) -> dict:
+    """One example's gradient maps `[t k]` for both models, and its tokens."""
+    leaky, proper = leakage_models(device)
+    peek, plain = get_task(L.LEAKY_TASK), get_task(L.PROPER_TASK)
+    seen = peek.batch(1, "encoder-decoder", seed=seed)
+    fair = plain.batch(1, "encoder-decoder", seed=seed)
+    with one_thread():
+        g_leaky = L.future_token_gradients(leaky, seen.tokens, seen.tgt, peek.vocab.sep_id)
+        g_proper = L.future_token_gradients(proper, fair.tokens, fair.tgt, peek.vocab.sep_id)
+    return freeze({"leaky": g_leaky, "proper": g_proper,
+                   "leaky source": peek.vocab.decode(seen.tokens[0]), "proper source": plain.vocab.decode(fair.tokens[0]),
+                   "tgt": plain.vocab.decode(fair.tgt[0]), "answer": seen.meta[0]["answer"]})
+
+
+@memo(maxsize=4)
+def leakage_accuracy(device: str) -> tuple:
+    """Accuracy of both models with the answer shown to and hidden from the leaky encoder."""
+    leaky, proper = leakage_models(device)
+    with one_thread():
+        return tuple(L.hidden_answer_accuracy(leaky, proper, ACC_SAMPLES, ACC_SEED))
+
+
+@memo(maxsize=16)
+def tiny_decoders(seed: int, steps: int) -> dict:
+    """The causal and the full-mask tiny decoders trained with `seed` (a few seconds; kept for everyone)."""
+    out = {}
+    with one_thread():
+        for kind in L.MASKS:
+            model, losses = L.train_tiny_decoder(kind, seed, steps)
+            out[kind] = {"losses": losses, **L.tiny_report(model, kind)}
+    return freeze(out)
+
+
+def tiny_decoders_ready(seed: int, steps: int) -> bool:
+    """Whether the pair for this seed was trained already (by anyone)."""
+    return tiny_decoders.has(seed, steps)
+
+
+# Figures, built once per distinct input for every session (see ui.figures.cached).
+diagram_figure = cached(F.family_diagram)
+tensor_figure = cached(F.tensor_heatmap)
+heads_figure = cached(F.head_contributions)
+shapes_figure = cached(F.shape_blocks)
+rows_figure = cached(F.step_rows)
+cache_figure = cached(F.kv_cache)
+counters_figure = cached(F.counters_chart)
+time_figure = cached(F.time_chart)
+gradients_figure = cached(F.gradient_maps)
+loss_figure = cached(F.loss_curves)

@@ -1,0 +1,519 @@
+"""The Generation page's panels: the three families' anatomy, attention shapes live, the decoding
+stepper with and without a key-value cache, a leak through a bidirectional encoder, and why the
+decoder is masked. pages/generation.py calls them in reading order.
+
+The numbers come from core.analysis.generation and core.analysis.leakage, the cached runs and
+figures from ui.generation_runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.analysis import generation as G
+from core.analysis import leakage as L
+from ui import generation_runs as R
+from ui.page import try_this
+from ui.params import Choice, Int, Params
+from ui.sidebar import Selection
+
+MAX_STEPS = 64  # decoding steps the stepper draws
+MAX_TIMED = 128  # tokens the timing chart generates
+TINY_STEPS = 250  # training steps of each tiny decoder
+ATTENTIONS = {"self": "self-attention", "cross": "cross-attention (decoder)", "enc": "encoder self-attention"}
+
+URL = Params(
+    "generation",
+    Choice("hook", "", choices=()),  # the current model's hook names, given when drawn
+    Choice("attn", "self", choices=tuple(ATTENTIONS)),
+    Int("layer", 0, lo=0, hi=0),
+    Int("perm", 1, lo=0, hi=10_000),
+    Int("le", 1, lo=1, hi=128),
+    Int("ld", 1, lo=1, hi=128),
+    Int("prompt", 1, lo=1, hi=128),
+    Int("steps", 1, lo=1, hi=MAX_STEPS),
+    Int("t", 0, lo=0, hi=MAX_STEPS - 1),
+    Int("kvlayer", 0, lo=0, hi=0),
+    Int("tlen", 64, lo=1, hi=MAX_TIMED),
+    Int("ex", 0, lo=0, hi=10_000),
+    Int("tseed", 0, lo=0, hi=10_000),
+)
+TIMING_RUN_KEY = "generation.timing_run"
+DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
+
+
+def csv_button(rows, name: str, key: str) -> None:
+    """A download button for a measured table (a list of dicts or a DataFrame) as CSV."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    st.download_button("Download CSV", frame.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
+
+
+def offer_encdec(sel: Selection, what: str, key: str) -> None:
+    """Say that `what` needs an encoder-decoder model, with a button that switches the sidebar to one."""
+    st.info(f"{what} needs an encoder-decoder model; **{sel.model_id}** is {G.FAMILY_NAMES[sel.arch].lower()}.",
+            icon=":material/info:")
+    st.button(f"Switch to {R.ENCDEC_ID}", key=key, on_click=R.switch_model, args=(R.ENCDEC_ID,),
+              icon=":material/swap_horiz:")
+
+
+# ---------------------------------------------------------------------------------------------
+# The URL, read before the title
+# ---------------------------------------------------------------------------------------------
+
+
+def attention_choices(sel: Selection) -> tuple[str, ...]:
+    """The attentions the identity check can take: an encoder-decoder has three kinds."""
+    return tuple(ATTENTIONS) if sel.arch == "encoder-decoder" else ("self",)
+
+
+def default_hook(sel: Selection) -> str:
+    """The hook shown first: cross-attention's pattern where there is one, else the first self-attention's."""
+    return "decoder.blocks.0.cross_attn.hook_pattern" if sel.arch == "encoder-decoder" else "blocks.0.attn.hook_pattern"
+
+
+def room(sel: Selection) -> int:
+    """How many positions the generating stack may hold: a decoder's learned table stops at max_len."""
+    cfg = sel.model.cfg
+    return cfg.max_len if cfg.pos == "learned" and sel.arch == "decoder" else 10_000
+
+
+def stepper_bounds(sel: Selection) -> dict:
+    """Prompt and step ranges the stepper allows for this model and input: an encoder-decoder starts
+    from <bos> and writes the source's length plus <eos>; a decoder's prompt runs up to <sep> (or
+    half the input) and it writes the rest."""
+    n = len(sel.tokens)
+    if sel.arch == "encoder-decoder":
+        return {"prompt": 1, "prompt_hi": 1, "steps": min(MAX_STEPS, n + 1), "steps_hi": MAX_STEPS}
+    cut = sel.tokens.index("<sep>") + 1 if "<sep>" in sel.tokens else max(1, n // 2)
+    prompt_hi = max(1, min(n, room(sel) - 1))
+    prompt = min(cut, prompt_hi)
+    return {"prompt": prompt, "prompt_hi": prompt_hi, "steps": max(1, min(n - prompt, steps_hi(sel, prompt))),
+            "steps_hi": steps_hi(sel, prompt)}
+
+
+def steps_hi(sel: Selection, prompt: int) -> int:
+    """The most tokens the stepper may write after a prompt of `prompt` tokens."""
+    return max(1, min(MAX_STEPS, room(sel) - prompt))
+
+
+def seed_url(sel: Selection) -> None:
+    """Read the page's URL parameters before the title, so what was wrong with them shows under it."""
+    URL.hook.seed(choices=tuple(sel.model.hook_names()), default=default_hook(sel))
+    URL.attn.seed(choices=attention_choices(sel))
+    URL.layer.seed(hi=sel.model.cfg.n_layers - 1)
+    URL.perm.seed()
+    if sel.arch != "encoder":
+        b = stepper_bounds(sel)
+        prompt = URL.prompt.seed(hi=b["prompt_hi"], default=b["prompt"])
+        steps = URL.steps.seed(hi=steps_hi(sel, prompt), default=b["steps"])
+        URL.t.seed(hi=steps - 1)
+        URL.kvlayer.seed(hi=sel.model.cfg.n_layers - 1)
+        URL.tlen.seed(hi=timing_cap(sel, prompt))
+    URL.ex.seed()
+    URL.tseed.seed()
+
+
+def timing_cap(sel: Selection, prompt: int) -> int:
+    """How many tokens the timing chart may generate (a learned position table stops at max_len)."""
+    return max(1, min(MAX_TIMED, room(sel) - prompt))
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Anatomy
+# ---------------------------------------------------------------------------------------------
+
+
+def diagram_columns(sel: Selection) -> tuple:
+    """One column per stack of each family (the current model's sizes), with the hooks of block 0
+    and those outside the blocks, as (title, ((name, sublayer, axes text), ...))."""
+    columns = []
+    for arch in G.FAMILIES:
+        hooks = R.family_hooks(sel.model_id, sel.device, arch)
+        mine = " (this model)" if arch == sel.arch else ""
+        stacks = ("encoder", "decoder") if arch == "encoder-decoder" else ("",)
+        for stack in stacks:
+            kept = tuple((h.name, h.sublayer, " × ".join(h.axes)) for h in hooks
+                         if (h.stack == stack or (h.name == "hook_logits" and stack in ("", "decoder")))
+                         and h.layer in (None, 0))
+            title = G.FAMILY_NAMES[arch].split(" (")[0] + (f": {stack}" if stack else "")
+            columns.append((title + mine, kept, arch == sel.arch))
+    return tuple(columns)
+
+
+def axes_text(info: G.HookInfo) -> str:
+    """`(1, 5, 4, 16) = B × L_e × h × d_h`."""
+    return f"{tuple(info.shape)} = {' × '.join(info.axes)}"
+
+
+def as_matrix(values: np.ndarray, axes: tuple[str, ...]) -> tuple[np.ndarray, str, str]:
+    """A hook's tensor for the first batch row as a matrix: positions down, everything else flattened
+    across (a pattern: queries down, heads × keys across). Returns (matrix, row axis, column axes)."""
+    x = values[0]  # [..] without the batch axis
+    rest = axes[1:]
+    if len(rest) == 3 and rest[0] == "h":  # [h q k] -> [q h*k]
+        return x.transpose(1, 0, 2).reshape(x.shape[1], -1), rest[1], f"{rest[0]} × {rest[2]}"
+    if len(rest) == 3:  # [pos h d_h] -> [pos h*d_h]
+        return x.reshape(x.shape[0], -1), rest[0], f"{rest[1]} × {rest[2]}"
+    return x, rest[0], rest[1]
+
+
+def clicked_dot(names: tuple[str, ...]) -> None:
+    """A dot clicked in the diagram picks that hook (when this model has it), once per click: the
+    click is read before the hook's select box is drawn, on the rerun the click started."""
+    event = st.session_state.get(DIAGRAM_KEY)
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else []
+    data = points[0].get("customdata") if points else None
+    name = data[0] if isinstance(data, (list, tuple)) and data else None
+    if name is None or name == st.session_state.get(CLICKED_KEY):
+        return
+    st.session_state[CLICKED_KEY] = name
+    if name in names:
+        st.session_state[URL.hook.key] = name
+    else:
+        st.toast(f"{name} belongs to another family's diagram; this model has no such hook.")
+
+
+def anatomy_panel(sel: Selection) -> None:
+    """Panel 1: the families' block diagrams, a tensor at any hook, and two identities of a layer."""
+    st.subheader("1 · Anatomy of the three families")
+    st.markdown(
+        "Three ways to stack the same parts. An **encoder** (BERT-like) lets every token see every other; a "
+        "**decoder** (GPT-like) lets each token see only the past, so it can write one token after another; an "
+        "**encoder-decoder** (T5-like, the original Transformer) reads the source with an encoder and writes the "
+        "output with a decoder whose extra **cross-attention** sublayer takes its queries from the decoder and its "
+        "keys and values from the encoder's output. Each box below is a sublayer, each dot a hook point; the "
+        "diagrams use this model's sizes. Pick a hook of this model to see its tensor for your input.")
+    hooks = R.anatomy(sel.cache_key)
+    by_name = {h.name: h for h in hooks}
+    names = tuple(by_name)
+    clicked_dot(names)
+    picked = URL.hook.widget(st.selectbox, "Hook point of this model", choices=names, default=default_hook(sel),
+                             help="Every hook point, in the order a forward pass calls them.")
+    st.plotly_chart(R.diagram_figure(diagram_columns(sel), sel.model.cfg.n_layers, picked,
+                                     "Sublayers (boxes) and hook points (dots), one block shown"),
+                    key=DIAGRAM_KEY, on_select="rerun", selection_mode="points")
+    st.caption("Click a dot in a column marked *this model* (or choose above) to see its tensor.")
+    info = by_name[picked]
+    st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
+    matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
+    labels = sel.query_tokens if row_axis == "L_d" else sel.tokens
+    rows = labels if len(labels) == matrix.shape[0] else [str(i) for i in range(matrix.shape[0])]
+    st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
+                                    picked.endswith("hook_pattern")),
+                    key="generation.tensor")
+    table = pd.DataFrame([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
+                           "shape": "×".join(map(str, h.shape))} for h in hooks])
+    with st.expander("Every hook of this model with its shape"):
+        st.dataframe(table, hide_index=True)
+        csv_button(table, f"hooks-{sel.model_id}.csv", "generation.hooks_csv")
+    identities_section(sel)
+    try_this(
+        "Pick `decoder.blocks.0.cross_attn.hook_k` on reverse-encdec: its length axis is **L_e**, the source's. "
+        "Then `...cross_attn.hook_q`: **L_d**. Queries come from the decoder, keys from the encoder.",
+        "Type a longer source in the sidebar: every tensor with L_e grows, the decoder's L_d follows its own input.",
+        "Compare the columns: the encoder-only and decoder-only columns have the same boxes; only the mask differs.",
+    )
+
+
+def identities_section(sel: Selection) -> None:
+    """The concat-heads-then-W_O = sum-of-heads identity and the MLP's permutation check."""
+    st.markdown("#### Two facts about a layer, checked on your input")
+    st.markdown(
+        "Concatenating the heads and applying W_O is the same as sending each head through its own d_h rows of "
+        "W_O and adding the results: each head writes its own contribution into the residual stream. The MLP "
+        "reads each position alone: shuffle the positions of its input and its output is shuffled the same way.")
+    st.latex(r"\mathrm{Concat}(z_1,\dots,z_h)\,W_O=\sum_{i=1}^{h} z_i\,W_O^{(i)},\qquad "
+             r"\mathrm{MLP}(P x) = P\,\mathrm{MLP}(x)")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        which = URL.attn.widget(st.selectbox, "Attention", choices=attention_choices(sel), format_func=ATTENTIONS.get)
+    with c2:
+        layer = URL.layer.widget(st.selectbox, "Layer", hi=sel.model.cfg.n_layers - 1)
+    with c3:
+        perm_seed = URL.perm.widget(st.number_input, "Permutation seed", step=1)
+    prefix = {"enc": "encoder.", "cross": "decoder.", "self": "decoder." if sel.arch == "encoder-decoder" else ""}[which]
+    module = "cross_attn" if which == "cross" else "attn"
+    checks = R.identities(sel.cache_key, prefix, int(layer), module, int(perm_seed))
+    tokens = sel.tokens if prefix == "encoder." else sel.query_tokens
+    m1, m2 = st.columns(2)
+    m1.metric("max |concat·W_O − Σ heads|", f"{checks['heads_diff']:.2e}")
+    m2.metric("max |MLP(Px) − P·MLP(x)|", f"{checks['mlp_diff']:.2e}",
+              help=f"P reorders the positions as {list(checks['perm'])}")
+    st.plotly_chart(R.heads_figure(checks["norms"], list(tokens),
+                                   f"Each head's share of {prefix}blocks.{layer}.{module}'s output"),
+                    key="generation.heads")
+    norms = pd.DataFrame(checks["norms"].T, columns=[f"head {h}" for h in range(checks["norms"].shape[0])])
+    norms.insert(0, "token", list(tokens))
+    csv_button(norms, "head-contributions.csv", "generation.heads_csv")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Shapes, live
+# ---------------------------------------------------------------------------------------------
+
+
+def shapes_panel(sel: Selection) -> None:
+    """Panel 2: the tensors of the three attention types as blocks with their real sizes."""
+    st.subheader("2 · Shapes, live")
+    st.markdown(
+        "The original architecture has three attentions. The encoder's self-attention compares the source with "
+        "itself (L_e × L_e scores); the decoder's masked self-attention compares the output so far with itself "
+        "(L_d × L_d, lower triangle); cross-attention compares each decoder position with every source position "
+        "(L_d × L_e). Each block below is drawn at its size: height and width are its last two axes.")
+    st.latex(r"\underbrace{Q}_{B\times h\times L_d\times d_h}\;\underbrace{K^{\top}}_{B\times h\times d_h\times L_e}"
+             r"=\underbrace{S}_{B\times h\times L_d\times L_e},\qquad \mathrm{softmax}(S)\,\underbrace{V}_{B\times h\times L_e\times d_h}")
+    n_src = len(sel.tokens)
+    n_tgt = len(sel.query_tokens)
+    if sel.arch != "encoder-decoder":
+        offer_encdec(sel, "Cross-attention", "generation.switch_shapes")
+    c1, c2 = st.columns(2)
+    with c1:
+        src_len = URL.le.widget(st.slider, "source tokens used (L_e)" if sel.arch == "encoder-decoder"
+                                else "input tokens used (L)", hi=n_src, default=n_src)
+    with c2:
+        if sel.arch == "encoder-decoder":
+            tgt_len = URL.ld.widget(st.slider, "decoder tokens used (L_d)", hi=n_tgt, default=n_tgt)
+        else:
+            URL.ld.clear()
+            tgt_len = src_len
+    rows = R.shape_rows(sel.model_id, sel.device, int(src_len), int(tgt_len))
+    own = {"encoder": ("encoder self-attention",), "decoder": ("decoder masked self-attention",)}.get(
+        sel.arch, G.ATTENTION_KINDS)
+    shown = tuple(r for r in rows if r[0] in own)
+    st.plotly_chart(R.shapes_figure(shown, f"L_e = {src_len}, L_d = {tgt_len}, h = {sel.model.cfg.n_heads}, "
+                                           f"d_h = {sel.model.cfg.d_head}"), key="generation.shapes")
+    table = pd.DataFrame([{"attention": kind, "tensor": label, "axes": " × ".join(axes),
+                           "sizes": " × ".join(map(str, sizes)), "numbers": int(np.prod(sizes))}
+                          for kind, blocks in shown for label, axes, sizes in blocks])
+    macs = [{"attention": kind, "multiply-adds (QKᵀ and PV)":
+             G.attention_macs(sel.model.cfg, 1, blocks[0][2][2], blocks[1][2][2])} for kind, blocks in shown]
+    st.dataframe(pd.DataFrame(macs), hide_index=True)
+    csv_button(table, "attention-shapes.csv", "generation.shapes_csv")
+    try_this(
+        "Drag **L_e** down: the keys, values and cross-attention scores shrink; the decoder's queries do not move.",
+        "Drag **L_d** instead: only the decoder's blocks change. Cross-attention costs L_d × L_e, so doubling the "
+        "source doubles it.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The decoding stepper
+# ---------------------------------------------------------------------------------------------
+
+
+def move_step(delta: int, hi: int) -> None:
+    """Button callback: step the slider by `delta`, within 0..hi."""
+    key = URL.t.key
+    st.session_state[key] = int(min(max(st.session_state.get(key, 0) + delta, 0), hi))
+
+
+def stepper_controls(sel: Selection) -> tuple[int, int, int]:
+    """Prompt length, number of steps and the step shown."""
+    b = stepper_bounds(sel)
+    c1, c2 = st.columns(2)
+    with c1:
+        if sel.arch == "encoder-decoder":
+            st.caption("The decoder starts from `<bos>` and reads the whole source through cross-attention.")
+            URL.prompt.clear()
+            prompt = 1
+        else:
+            prompt = URL.prompt.widget(st.slider, "prompt tokens", hi=b["prompt_hi"], default=b["prompt"],
+                                       help="The input's first tokens; the model writes the rest.")
+    with c2:
+        steps = URL.steps.widget(st.slider, "tokens to generate", hi=steps_hi(sel, prompt),
+                                 default=b["steps"])
+    b1, b2, b3 = st.columns([1, 1, 6])
+    b1.button("◀ step", key="generation.prev", on_click=move_step, args=(-1, steps - 1))
+    b2.button("step ▶", key="generation.next", on_click=move_step, args=(1, steps - 1))
+    with b3:
+        t = URL.t.widget(st.slider, "step t", hi=steps - 1, default=0)
+    return int(prompt), int(steps), int(t)
+
+
+def stepper_panel(sel: Selection) -> None:
+    """Panel 3: greedy decoding one token at a time, with and without the key-value cache."""
+    st.subheader("3 · Decoding, one token at a time")
+    st.markdown(
+        "To write, a decoder predicts one token, appends it and runs again. Without a cache it recomputes every "
+        "key and value of every earlier token at each step; with a **key-value cache** it keeps them, feeds only "
+        "the newest token and adds one row of K and V per layer. In an encoder-decoder the encoder runs once and "
+        "cross-attention's K_e and V_e are computed once, before the first step, and reused. Same outputs, less work.")
+    st.latex(r"q_t = x_t W_Q,\quad K_{\le t} = \begin{bmatrix}K_{<t}\\ x_t W_K\end{bmatrix},\quad "
+             r"V_{\le t} = \begin{bmatrix}V_{<t}\\ x_t W_V\end{bmatrix},\quad "
+             r"o_t = \mathrm{softmax}\!\Big(\frac{q_t K_{\le t}^{\top}}{\sqrt{d_h}}\Big)V_{\le t}")
+    if sel.arch == "encoder":
+        offer_encdec(sel, "Generation", "generation.switch_stepper")
+        st.caption("An encoder lets every token see the future, so it cannot write left to right. A decoder-only "
+                   "model (for example sort-decoder) works here too.")
+        return
+    prompt, steps, t = stepper_controls(sel)
+    bos = sel.task.vocab.bos_id
+    with_cache, without, diff = R.traces(sel.cache_key, prompt, steps, bos)
+    step, plain = with_cache.steps[t], without.steps[t]
+    vocab = sel.task.vocab
+    tokens = vocab.decode(with_cache.tokens.tolist())
+    prefix_len = with_cache.prompt_len
+    written = tokens[:prefix_len + t]
+    st.markdown("Decoder input so far: " + " ".join(f"`{tok}`" for tok in written)
+                + f" → step {t} writes **`{vocab.decode([step.token])[0]}`**")
+    m = st.columns(5)
+    m[0].metric("positions fed", step.fed, delta=step.fed - plain.fed, delta_color="inverse",
+                help="with the cache; the delta compares with recomputing")
+    m[1].metric("K, V rows stored per layer", step.keys_stored)
+    m[2].metric("projections (rows)", int(sum(step.projections.values())),
+                delta=int(sum(step.projections.values()) - sum(plain.projections.values())), delta_color="inverse")
+    m[3].metric("attention multiply-adds", f"{step.attention_macs:,}",
+                delta=f"{step.attention_macs - plain.attention_macs:,}", delta_color="inverse")
+    m[4].metric("max |Δ logits|", f"{diff[t]:.1e}", help="The largest difference between the logits of the cached "
+                "step and of recomputing everything: rounding only.")
+    if with_cache.source_len:
+        st.caption(f"Before step 0: the encoder ran {with_cache.encoder_runs} time(s); cross-attention projected "
+                   f"{with_cache.setup_projections['cross k']} key rows and {with_cache.setup_projections['cross v']} "
+                   f"value rows once (L_e × layers). Without the cache: "
+                   f"{plain.projections['cross k']} key rows again at every step.")
+    src_labels = sel.tokens if with_cache.source_len else ()
+    st.plotly_chart(R.rows_figure(step.self_row, tokens[:step.self_row.shape[2]], step.cross_row, list(src_labels),
+                                  f"Step {t}: where the newest token looks"), key="generation.rows")
+    kv_layer = URL.kvlayer.widget(st.selectbox, "layer of the cache", hi=sel.model.cfg.n_layers - 1)
+    new_rows = step.fed
+    c1, c2 = st.columns([2, 1])
+    with c1:
+        st.plotly_chart(R.cache_figure(step.keys[kv_layer], tokens[:step.keys_stored], new_rows,
+                                       f"Layer {kv_layer}'s key cache after step {t} (new rows outlined)"),
+                        key="generation.cache")
+    with c2:
+        st.plotly_chart(R.tensor_figure(step.query[kv_layer], [f"head {h}" for h in range(step.query.shape[1])],
+                                        "d_h", "head", f"the new query q_{t}, layer {kv_layer}"),
+                        key="generation.query")
+    st.plotly_chart(R.counters_figure(tuple(with_cache.counters()), tuple(without.counters()), t,
+                                      "Work per step: with the cache flat (projections) or linear (attention); "
+                                      "without it, growing"), key="generation.counters")
+    counters = pd.DataFrame(with_cache.counters() + without.counters())
+    counters["max |logit difference|"] = list(diff) * 2
+    csv_button(counters, "decoding-counters.csv", "generation.counters_csv")
+    timing_section(sel, prompt)
+    try_this(
+        "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "
+        "per step; the recomputed run feeds t + 1 positions.",
+        "Watch the last metric: the cached and recomputed logits agree to about 1e-6 at every step.",
+        "On reverse-encdec, the cross-attention row moves right to left over the source as the answer is written.",
+    )
+
+
+def timing_section(sel: Selection, prompt: int) -> None:
+    """Measured milliseconds per token as the output grows, with and without the cache."""
+    st.markdown("#### Time per token")
+    cap = timing_cap(sel, prompt)
+    c1, c2 = st.columns([3, 1])
+    with c1:
+        n = URL.tlen.widget(st.slider, "tokens to generate for timing", hi=cap, default=min(64, cap))
+    with c2:
+        if st.button("Measure again", key="generation.remeasure", icon=":material/timer:"):
+            st.session_state[TIMING_RUN_KEY] = st.session_state.get(TIMING_RUN_KEY, 0) + 1
+    run = st.session_state.get(TIMING_RUN_KEY, 0)
+    with st.spinner("Timing both ways ..."):
+        times = R.timings(sel.cache_key, prompt, int(n), sel.task.vocab.bos_id, run)
+    st.plotly_chart(R.time_figure(times["with cache"], times["without cache"],
+                                  f"Measured on this machine, fastest of 5 runs, {n} tokens"), key="generation.time")
+    st.caption("Past the lengths the model was trained on its output is no longer right, but the work is the same: "
+               "this chart is about cost. Tiny models spend most of a step in Python, so the gap is smaller than "
+               "the multiply-add counts suggest. Other programs on the machine add spikes; the fastest of five runs "
+               "hides most of them.")
+    frame = pd.DataFrame({"step": range(len(times["with cache"])), "ms with cache": times["with cache"],
+                          "ms without cache": times["without cache"]})
+    csv_button(frame, "time-per-token.csv", "generation.time_csv")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Leakage through the encoder
+# ---------------------------------------------------------------------------------------------
+
+
+def leakage_panel(sel: Selection) -> None:
+    """Panel 4: a model whose encoder sees the answer, its gradient map, and the fix."""
+    st.subheader("4 · A leak through the encoder")
+    st.markdown(
+        f"An encoder-decoder is only honest if the answer reaches it through the causal decoder. **{R.LEAKY_ID}** "
+        f"was trained to sort digits while its encoder was also shown the sorted answer after `<sep>`: the "
+        f"bidirectional encoder passes it to every decoder step through cross-attention, so the model can copy "
+        f"instead of sorting. Its score looks perfect. The gradient of the prediction at step t with respect to the "
+        f"embedding of a future target token y_k (k > t) exposes it: non-zero for the leaky model, exactly zero for "
+        f"**{R.PROPER_ID}**, whose encoder reads only the digits.")
+    st.latex(r"G_{t,k}=\Big\lVert \frac{\partial\, \mathrm{logit}_t(\hat y_t)}{\partial\, e(y_k)} \Big\rVert,"
+             r"\qquad k>t:\; G_{t,k}=0 \text{ for an honest model}")
+    seed = URL.ex.widget(st.number_input, "example", step=1, help="Which sorted example to take apart.")
+    data = R.leakage_example(sel.device, int(seed))
+    st.markdown(f"Leaky source: `{' '.join(data['leaky source'])}` · proper source: "
+                f"`{' '.join(data['proper source'])}`")
+    maps = (("leaky: the encoder reads the answer", data["leaky"]), ("proper: the encoder reads the digits", data["proper"]))
+    st.plotly_chart(R.gradients_figure(maps, list(data["answer"]), list(data["tgt"]),
+                                       "Gradient of the prediction at step t with respect to target token y_k"),
+                    key="generation.gradients")
+    m1, m2 = st.columns(2)
+    m1.metric("largest future gradient, leaky", f"{L.future_mass(data['leaky']):.3g}")
+    m2.metric("largest future gradient, proper", f"{L.future_mass(data['proper']):.3g}")
+    grads = pd.DataFrame([{"model": name, "t": t, "k": k + 1, "grad norm": float(g[t, k])}
+                          for name, g in (("leaky", data["leaky"]), ("proper", data["proper"]))
+                          for t in range(g.shape[0]) for k in range(g.shape[1])])
+    csv_button(grads, "leakage-gradients.csv", "generation.grads_csv")
+    st.markdown("**The fix:** the encoder reads only the input; the target enters only through the decoder, "
+                "shifted right and causally masked. Hide the answer from the leaky encoder (replace it by `<pad>`) "
+                "and see what it really learned:")
+    acc = pd.DataFrame(list(R.leakage_accuracy(sel.device)))
+    st.dataframe(acc, hide_index=True, column_config={"accuracy": st.column_config.ProgressColumn(
+        "accuracy", min_value=0.0, max_value=1.0, format="percent")})
+    csv_button(acc, "leakage-accuracy.csv", "generation.acc_csv")
+    try_this(
+        "Read the leaky map above the dotted line: step t already depends on the target token at t + 1, the one "
+        "it is about to predict. The proper map is exactly 0 there (hover: 0).",
+        "Compare the accuracy rows: perfect with the answer shown, far lower when it is hidden. The proper "
+        "model never needed it.",
+        "Change the example: the leak is there for every input, not a fluke of one.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Why the decoder is masked
+# ---------------------------------------------------------------------------------------------
+
+
+def masking_panel(sel: Selection) -> None:
+    """Panel 5: a tiny decoder trained with the full mask, and its causal twin, trained here."""
+    st.subheader("5 · Why the decoder is masked")
+    st.markdown(
+        "Train a tiny decoder to copy 4 digits with the **full** mask instead of the causal one. In training, "
+        "position t must predict token t + 1, and with the full mask it can simply look at it: the loss falls to "
+        "about zero. At generation time the next token does not exist yet, so there is nothing to look at. The "
+        "causal twin, the same model with the same seed and data, has to learn the task itself.")
+    st.latex(r"M^{\text{causal}}_{ij}=\begin{cases}0 & j\le i\\ -\infty & j>i\end{cases}\qquad "
+             r"M^{\text{full}}_{ij}=0")
+    seed = int(URL.tseed.widget(st.number_input, "training seed", step=1))
+    ready = R.tiny_decoders_ready(seed, TINY_STEPS)
+    if not ready:
+        st.caption(f"Two decoders of {TINY_STEPS} steps each take a few seconds; a seed someone trained already "
+                   "shows at once.")
+        if not st.button("Train both decoders", key="generation.train", icon=":material/play_arrow:"):
+            return
+        with st.spinner("Training the causal and the full-mask decoder ..."):
+            R.tiny_decoders(seed, TINY_STEPS)
+    runs = R.tiny_decoders(seed, TINY_STEPS)
+    st.plotly_chart(R.loss_figure((("causal mask", runs["causal"]["losses"]), ("full mask", runs["full"]["losses"])),
+                                  f"Training loss, seed {seed}"), key="generation.loss")
+    table = pd.DataFrame([{"mask": kind, "final loss (mean of last 20)": float(np.mean(runs[kind]["losses"][-20:])),
+                           "teacher-forced accuracy": runs[kind]["teacher-forced accuracy"],
+                           "greedy generation accuracy": runs[kind]["greedy accuracy"],
+                           "prompt": " ".join(runs[kind]["example prompt"]),
+                           "generated": " ".join(runs[kind]["example generated"]),
+                           "right answer": " ".join(runs[kind]["example right answer"])} for kind in L.MASKS])
+    st.dataframe(table, hide_index=True)
+    loss = pd.DataFrame({"step": range(1, TINY_STEPS + 1), "loss causal": runs["causal"]["losses"],
+                         "loss full": runs["full"]["losses"]})
+    csv_button(loss, "tiny-decoder-losses.csv", "generation.loss_csv")
+    try_this(
+        "Compare the two loss curves: the full-mask model reaches a low loss first; it found the shortcut.",
+        "Then the table: teacher-forced, both look right; generating, the full-mask model fails and the causal "
+        "one copies correctly.",
+        "Try another seed: the pattern holds.",
+    )
