@@ -21,6 +21,7 @@ import torch
 from core import masks as M
 from core.analysis import attention as A
 from core.analysis import cost as COST
+from core.analysis import generation as GEN
 from core.analysis import retrieval as RET
 from core.analysis.heads.roles import ROLES, role_scores
 from core.checkpoints import load_bundled
@@ -344,6 +345,27 @@ def _cost_count(ctx: Context, args: dict) -> Solution:
     return Solution(value, why, tolerance=float(args["tolerance"]))
 
 
+ATTENTIONS = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
+              "cross": "cross-attention"}
+ATTENTION_TENSORS = ("q", "k", "v", "scores", "output")  # in the order core.analysis.generation lists them
+
+
+def _attention_numbers(ctx: Context, args: dict) -> Solution:
+    which, tensor, len_dec, len_enc = args["attention"], args["tensor"], args["len_dec"], args["len_enc"]
+    if which not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {which!r}")
+    if tensor not in ATTENTION_TENSORS:
+        raise ValueError(f"tensor must be one of {', '.join(ATTENTION_TENSORS)}, got {tensor!r}")
+    if len_dec < 1 or len_enc < 1:
+        raise ValueError("len_dec and len_enc must be positive")
+    model, _ = ctx.load_model(args["model"])
+    block = GEN.attention_shapes(model.cfg, ATTENTIONS[which], 1, len_dec, len_enc)[ATTENTION_TENSORS.index(tensor)]
+    why = (f"In {args['model']}'s {ATTENTIONS[which]} (L_d = {len_dec}, L_e = {len_enc}, one example), "
+           f"{block.label} has axes {' x '.join(block.axes)} = {' x '.join(map(str, block.sizes))}: "
+           f"{block.numel:,} numbers.")
+    return Solution(float(block.numel), why, tolerance=0.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # State checks: what the student has set on the page
 # ---------------------------------------------------------------------------------------------
@@ -447,6 +469,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("kernel_width", NUMBER, "The width (in x) of the kernel a query of norm |q| applies (Retrieval page), "
          "measured off its curve or predicted as 1 / (pi sqrt|q|).", {"qnorm": float},
          {"which": "measured", "tolerance": 0.002}, solve=_kernel_width),
+    Kind("attention_numbers", NUMBER, "How many numbers one tensor (q, k, v, scores, output) of an attention "
+         "layer of a bundled model holds for given decoder and encoder lengths (Generation page, shapes).",
+         {"model": str, "attention": str, "tensor": str, "len_dec": int, "len_enc": int},
+         solve=_attention_numbers),
     Kind("cost_count", NUMBER, "A count from the Cost page at a famous model's size: FLOPs and their ratio, "
          "memory kept for training (explicit, chunked), the attention-RNN crossover, RNN steps and path.",
          {"measure": str}, {"preset": "original", "n": 1024, "block": 32, "tolerance": 0.01}, solve=_cost_count),

@@ -68,8 +68,8 @@ def test_a_number_check_says_wrong_with_a_hint_then_right():
 
 
 def test_a_state_check_reads_the_students_own_mask():
-    at = app_at(None, {"lesson": "encoder-decoder-stacks", "step": "5"})
-    key = "lesson_check.encoder-decoder-stacks.5"
+    at = app_at(None, {"lesson": "encoder-decoder-stacks", "step": "6"})
+    key = "lesson_check.encoder-decoder-stacks.6"
     at.button(key=key).click().run()
     assert at.error and "connected" in at.error[0].value  # the step opens with a full mask
     at.selectbox(key="masks.all.preset").set_value("block").run()
@@ -93,7 +93,7 @@ def test_bad_lesson_links_are_reported_not_crashed():
     assert any("no lesson called" in w.value for w in at.warning)
     at = app_at(None, {"lesson": "compact-primer", "step": "99"})
     assert_ok(at)
-    assert any("outside 1..8" in w.value for w in at.warning) and "step 8 of 8" in bar_caption(at)
+    assert any("outside 1..9" in w.value for w in at.warning) and "step 9 of 9" in bar_caption(at)
 
 
 def test_presenter_mode_hides_the_chrome_and_binds_the_keys():
@@ -133,38 +133,38 @@ def test_three_students_follow_the_teacher_and_cannot_move_the_class():
     teacher.button(key="class_open").click().run()
     assert_ok(teacher)
     code = teacher.session_state["glassbox.class.teacher"][0]
-    assert "step 1 of 8" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
+    assert "step 1 of 9" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
     teacher.switch_page("pages/lessons.py").run()  # the class panel: code, link and a QR code
     assert any(f"Class code: `{code}`" in m.value for m in teacher.markdown) and teacher.get("image")
 
     students = [app_at(None, {"class": code}) for _ in range(3)]
     for s in students:
         assert_ok(s)
-        assert "step 1 of 8" in bar_caption(s) and s.button(key="lesson_next").disabled  # locked while following
+        assert "step 1 of 9" in bar_caption(s) and s.button(key="lesson_next").disabled  # locked while following
 
     teacher.button(key="lesson_next").click().run()
     teacher.button(key="lesson_next").click().run()
-    assert "step 3 of 8" in bar_caption(teacher)
+    assert "step 3 of 9" in bar_caption(teacher)
     for s in students:
         s.run()  # what the one-second poll does in a browser
         assert_ok(s)
-        assert "step 3 of 8" in bar_caption(s) and page_title(s) == "Positions"
+        assert "step 3 of 9" in bar_caption(s) and page_title(s) == "Generation"
 
     # A student detaches and explores: the class does not move, the others stay with the teacher.
     loner = students[0]
     loner.button(key="class_detach").click().run()
     loner.button(key="lesson_next").click().run()
-    assert "step 4 of 8" in bar_caption(loner)
+    assert "step 4 of 9" in bar_caption(loner)
     for s in students[1:]:
         s.run()
-        assert "step 3 of 8" in bar_caption(s)
+        assert "step 3 of 9" in bar_caption(s)
     teacher.run()
-    assert "step 3 of 8" in bar_caption(teacher)
+    assert "step 3 of 9" in bar_caption(teacher)
 
     # Re-joining brings the student back to the teacher's step.
     loner.button(key="class_rejoin").click().run()
     assert_ok(loner)
-    assert "step 3 of 8" in bar_caption(loner)
+    assert "step 3 of 9" in bar_caption(loner)
 
 
 def test_a_teachers_folder_is_listed_and_its_broken_files_named(tmp_path, monkeypatch):

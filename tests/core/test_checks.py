@@ -114,3 +114,17 @@ def test_cost_counts_follow_the_formulas():
         C.solve("cost_count", {"measure": "vibes"})
     with pytest.raises(ValueError, match="preset must be one of"):
         C.solve("cost_count", {"measure": "flop_ratio", "preset": "gpt-9"})
+
+
+def test_attention_numbers_follow_the_models_shapes():
+    from core.checkpoints import load_bundled
+    cfg = load_bundled("reverse-encdec")[0].cfg
+    args = {"model": "reverse-encdec", "attention": "cross", "tensor": "scores", "len_dec": 3, "len_enc": 5}
+    right = C.solve("attention_numbers", args).right
+    assert right == cfg.n_heads * 3 * 5  # L_d x L_e per head: not square
+    assert C.grade("attention_numbers", args, right).ok
+    assert not C.grade("attention_numbers", args, cfg.n_heads * 5 * 5).ok  # the square an encoder would have
+    keys = C.solve("attention_numbers", {**args, "tensor": "k"}).right
+    assert keys == cfg.n_heads * 5 * cfg.d_head  # keys come from the encoder: L_e rows
+    with pytest.raises(ValueError, match="attention must be one of"):
+        C.solve("attention_numbers", {**args, "attention": "sideways"})
