@@ -263,10 +263,15 @@ def _attention_vs_rnn_cost(ctx: Context, args: dict) -> Solution:
     return Solution(ratio, why, tolerance=float(args["tolerance"]))
 
 
+def _one_of(name: str, value: str, allowed) -> None:
+    """ValueError naming the allowed values when `value` is not one of them."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
 def _lookup_beta(ctx: Context, args: dict) -> Solution:
     table, angle, weight = args["table"], float(args["angle"]), float(args["weight"])
-    if table not in RET.PRESET_TABLES:
-        raise ValueError(f"table must be one of {', '.join(RET.PRESET_TABLES)}, got {table!r}")
+    _one_of("table", table, RET.PRESET_TABLES)
     if not 0.0 < weight < 1.0:
         raise ValueError(f"weight must lie strictly between 0 and 1, got {weight:g}")
     keys, values = RET.preset_table(table)
@@ -287,8 +292,7 @@ def _kernel_width(ctx: Context, args: dict) -> Solution:
     qnorm, which = float(args["qnorm"]), args["which"]
     if qnorm <= 0:
         raise ValueError(f"qnorm must be positive, got {qnorm:g}")
-    if which not in ("measured", "predicted"):
-        raise ValueError(f"which must be measured or predicted, got {which!r}")
+    _one_of("which", which, ("measured", "predicted"))
     measured, predicted = RET.measured_bandwidth(qnorm), RET.predicted_bandwidth(qnorm)
     value = measured if which == "measured" else predicted
     why = (f"With |q| = {qnorm:g} the kernel exp(|q| cos(pi (x - x0))) has width {measured:.4f}, read off its curve "
@@ -314,10 +318,8 @@ COST_MEASURES = {  # measure -> (column of core.analysis.cost.preset_rows or Non
 
 def _cost_count(ctx: Context, args: dict) -> Solution:
     measure, name, n, block = args["measure"], args["preset"], args["n"], args["block"]
-    if measure not in COST_MEASURES:
-        raise ValueError(f"measure must be one of {', '.join(COST_MEASURES)}, got {measure!r}")
-    if name not in SIZE_PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(SIZE_PRESETS)}, got {name!r}")
+    _one_of("measure", measure, COST_MEASURES)
+    _one_of("preset", name, SIZE_PRESETS)
     if n < 1 or block < 1:
         raise ValueError("n and block must be positive")
     preset = SIZE_PRESETS[name]
@@ -352,10 +354,8 @@ ATTENTION_TENSORS = ("q", "k", "v", "scores", "output")  # in the order core.ana
 
 def _attention_numbers(ctx: Context, args: dict) -> Solution:
     which, tensor, len_dec, len_enc = args["attention"], args["tensor"], args["len_dec"], args["len_enc"]
-    if which not in ATTENTIONS:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {which!r}")
-    if tensor not in ATTENTION_TENSORS:
-        raise ValueError(f"tensor must be one of {', '.join(ATTENTION_TENSORS)}, got {tensor!r}")
+    _one_of("attention", which, ATTENTIONS)
+    _one_of("tensor", tensor, ATTENTION_TENSORS)
     if len_dec < 1 or len_enc < 1:
         raise ValueError("len_dec and len_enc must be positive")
     model, _ = ctx.load_model(args["model"])
