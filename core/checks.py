@@ -20,8 +20,12 @@ import torch
 
 from core import masks as M
 from core.analysis import attention as A
+from core.analysis import cost as COST
+from core.analysis import generation as GEN
+from core.analysis import retrieval as RET
 from core.analysis.heads.roles import ROLES, role_scores
 from core.checkpoints import load_bundled
+from core.families import SIZE_PRESETS
 from core.tasks import get_task
 
 PICK, NUMBER, STATE = "pick", "number", "state"
@@ -259,6 +263,109 @@ def _attention_vs_rnn_cost(ctx: Context, args: dict) -> Solution:
     return Solution(ratio, why, tolerance=float(args["tolerance"]))
 
 
+def _one_of(name: str, value: str, allowed) -> None:
+    """ValueError naming the allowed values when `value` is not one of them."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _lookup_beta(ctx: Context, args: dict) -> Solution:
+    table, angle, weight = args["table"], float(args["angle"]), float(args["weight"])
+    _one_of("table", table, RET.PRESET_TABLES)
+    if not 0.0 < weight < 1.0:
+        raise ValueError(f"weight must lie strictly between 0 and 1, got {weight:g}")
+    keys, values = RET.preset_table(table)
+    scores = keys @ RET.unit(angle)  # [keys]
+    beta = RET.beta_for_weight(scores, weight)
+    best = RET.top_keys(scores)
+    if not math.isfinite(beta):
+        raise ValueError(f"in the {table!r} database {len(best)} keys tie for the best score at {angle:g} degrees, "
+                         f"so no single key ever holds {weight:g} of the weight")
+    shown = ", ".join(f"{s:.3f}" for s in scores)
+    why = (f"The query at {angle:g} degrees scores the keys {shown}. The best key (value {values[best[0]]:g}) holds "
+           f"{weight:g} of the weight from beta* = {beta:.4g} on: below it the answer is still a blend of values, "
+           f"above it very nearly a single lookup.")
+    return Solution(beta, why, tolerance=float(args["tolerance"]))
+
+
+def _kernel_width(ctx: Context, args: dict) -> Solution:
+    qnorm, which = float(args["qnorm"]), args["which"]
+    if qnorm <= 0:
+        raise ValueError(f"qnorm must be positive, got {qnorm:g}")
+    _one_of("which", which, ("measured", "predicted"))
+    measured, predicted = RET.measured_bandwidth(qnorm), RET.predicted_bandwidth(qnorm)
+    value = measured if which == "measured" else predicted
+    why = (f"With |q| = {qnorm:g} the kernel exp(|q| cos(pi (x - x0))) has width {measured:.4f}, read off its curve "
+           f"(half width at half height over sqrt(2 ln 2)); the small-angle prediction 1 / (pi sqrt|q|) is "
+           f"{predicted:.4f}. The longer the query, the narrower the kernel.")
+    return Solution(value, why, tolerance=float(args["tolerance"]))
+
+
+COST_MEASURES = {  # measure -> (column of core.analysis.cost.preset_rows or None, words)
+    "attention_gflop": ("attention GFLOP (one layer)", "one self-attention core costs 4 n^2 d FLOPs, in GFLOP"),
+    "rnn_gflop": ("RNN GFLOP (one layer)", "one recurrent layer of the same width costs 4 n d^2 FLOPs, in GFLOP"),
+    "flop_ratio": ("attention ÷ RNN", "attention's FLOPs over the recurrent layer's are n / d"),
+    "pattern_mib": ("patterns kept, MiB (all maps)", "training keeps h n^2 float32 numbers per attention map, in MiB over all maps"),
+    "chunked_mib": ("chunked keeps, MiB (all maps)", "chunked attention keeps h n (d_head + 1) numbers per map, "
+                    "plus one block of scores in flight, in MiB over all maps"),
+    "memory_ratio": (None, "the patterns explicit attention keeps, over what chunked attention keeps"),
+    "crossover_n": (None, "attention's 4 n^2 d FLOPs meet the recurrent layer's 4 n d^2"),
+    "rnn_steps": (None, "a recurrent layer runs its n positions one after another; attention needs 1 step"),
+    "rnn_path": (None, "a signal from the first to the last position passes n - 1 recurrent steps; "
+                 "one attention hop"),
+}
+
+
+def _cost_count(ctx: Context, args: dict) -> Solution:
+    measure, name, n, block = args["measure"], args["preset"], args["n"], args["block"]
+    _one_of("measure", measure, COST_MEASURES)
+    _one_of("preset", name, SIZE_PRESETS)
+    if n < 1 or block < 1:
+        raise ValueError("n and block must be positive")
+    preset = SIZE_PRESETS[name]
+    column, words = COST_MEASURES[measure]
+    row = COST.preset_rows(name, [n], block)[0]
+    if column is not None:
+        value = float(row[column])
+    elif measure == "memory_ratio":
+        value = row["patterns kept, MiB (all maps)"] / row["chunked keeps, MiB (all maps)"]
+    elif measure == "crossover_n":
+        ns = [2 ** k for k in range(1, 21)]
+        value = COST.crossover(ns, [COST.attention_flops(m, preset.d_model) for m in ns],
+                               [COST.recurrent_flops(m, preset.d_model) for m in ns])
+        if value is None:
+            raise ValueError("the two FLOP curves do not cross between n = 2 and n = 2^20")
+    elif measure == "rnn_steps":
+        value = float(COST.sequential_steps(COST.RNN, n))
+    else:  # rnn_path
+        value = float(COST.path_length(COST.RNN, n - 1))
+    at = "" if measure in ("crossover_n",) else f" at n = {n:,}"
+    size = f"{preset.name} (d_model {preset.d_model}, {preset.n_heads} heads, {preset.n_layers} layers)"
+    why = f"For {size}{at}: {words}, which gives {value:,.6g}."
+    if measure in ("rnn_steps", "rnn_path"):
+        why = f"At n = {n:,}: {words}, so the answer is {value:,.0f}."
+    return Solution(value, why, tolerance=float(args["tolerance"]))
+
+
+ATTENTIONS = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
+              "cross": "cross-attention"}
+ATTENTION_TENSORS = ("q", "k", "v", "scores", "output")  # in the order core.analysis.generation lists them
+
+
+def _attention_numbers(ctx: Context, args: dict) -> Solution:
+    which, tensor, len_dec, len_enc = args["attention"], args["tensor"], args["len_dec"], args["len_enc"]
+    _one_of("attention", which, ATTENTIONS)
+    _one_of("tensor", tensor, ATTENTION_TENSORS)
+    if len_dec < 1 or len_enc < 1:
+        raise ValueError("len_dec and len_enc must be positive")
+    model, _ = ctx.load_model(args["model"])
+    block = GEN.attention_shapes(model.cfg, ATTENTIONS[which], 1, len_dec, len_enc)[ATTENTION_TENSORS.index(tensor)]
+    why = (f"In {args['model']}'s {ATTENTIONS[which]} (L_d = {len_dec}, L_e = {len_enc}, one example), "
+           f"{block.label} has axes {' x '.join(block.axes)} = {' x '.join(map(str, block.sizes))}: "
+           f"{block.numel:,} numbers.")
+    return Solution(float(block.numel), why, tolerance=0.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # State checks: what the student has set on the page
 # ---------------------------------------------------------------------------------------------
@@ -356,6 +463,19 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          {"d_model": int, "d_v": int}, solve=_max_heads),
     Kind("attention_vs_rnn_cost", NUMBER, "Cost of self-attention over a recurrent layer: n^2 d / (n d^2).",
          {"n": int, "d": int}, {"tolerance": 0.01}, solve=_attention_vs_rnn_cost),
+    Kind("lookup_beta", NUMBER, "The beta at which the best key of a preset soft database (Retrieval page) "
+         "holds a given weight (0.99: a hard lookup).", {"table": str},
+         {"angle": 0.0, "weight": RET.ONE_HOT, "tolerance": 0.1}, solve=_lookup_beta),
+    Kind("kernel_width", NUMBER, "The width (in x) of the kernel a query of norm |q| applies (Retrieval page), "
+         "measured off its curve or predicted as 1 / (pi sqrt|q|).", {"qnorm": float},
+         {"which": "measured", "tolerance": 0.002}, solve=_kernel_width),
+    Kind("attention_numbers", NUMBER, "How many numbers one tensor (q, k, v, scores, output) of an attention "
+         "layer of a bundled model holds for given decoder and encoder lengths (Generation page, shapes).",
+         {"model": str, "attention": str, "tensor": str, "len_dec": int, "len_enc": int},
+         solve=_attention_numbers),
+    Kind("cost_count", NUMBER, "A count from the Cost page at a famous model's size: FLOPs and their ratio, "
+         "memory kept for training (explicit, chunked), the attention-RNN crossover, RNN steps and path.",
+         {"measure": str}, {"preset": "original", "n": 1024, "block": 32, "tolerance": 0.01}, solve=_cost_count),
     Kind("mask_lambda2", STATE, "The student's own mask on the Masks page has a given lambda_2.",
          {"target": float}, {"compare": "equal", "tolerance": 1e-6},
          judge=_mask_lambda2_state, examples=_mask_lambda2_examples),

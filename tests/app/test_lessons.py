@@ -42,7 +42,7 @@ def test_every_step_opens_its_page_with_its_view(lesson_id):
 
 
 def test_next_back_and_reset():
-    at = app_at(None, {"lesson": "mechanics-of-attention", "step": "3"})
+    at = app_at(None, {"lesson": "mechanics-of-attention", "step": "2"})
     assert page_title(at) == "Attention" and at.query_params["model"] == "induction-rope"
     at.selectbox(key="glassbox.model").set_value("sort-decoder").run()
     assert at.query_params["model"] == "sort-decoder"  # the student may change anything
@@ -51,9 +51,9 @@ def test_next_back_and_reset():
     assert at.query_params["model"] == "induction-rope"  # ... and reset brings the step's view back
     at.button(key="lesson_next").click().run()
     assert_ok(at)
-    assert "step 4 of" in bar_caption(at) and at.query_params["dk"] == "256"
+    assert "step 3 of" in bar_caption(at) and page_title(at) == "Retrieval" and at.query_params["points"] == "sine"
     at.button(key="lesson_back").click().run()
-    assert "step 3 of" in bar_caption(at)
+    assert "step 2 of" in bar_caption(at) and at.query_params["dk"] == "256"
 
 
 def test_a_number_check_says_wrong_with_a_hint_then_right():
@@ -68,8 +68,8 @@ def test_a_number_check_says_wrong_with_a_hint_then_right():
 
 
 def test_a_state_check_reads_the_students_own_mask():
-    at = app_at(None, {"lesson": "encoder-decoder-stacks", "step": "4"})
-    key = "lesson_check.encoder-decoder-stacks.4"
+    at = app_at(None, {"lesson": "encoder-decoder-stacks", "step": "6"})
+    key = "lesson_check.encoder-decoder-stacks.6"
     at.button(key=key).click().run()
     assert at.error and "connected" in at.error[0].value  # the step opens with a full mask
     at.selectbox(key="masks.all.preset").set_value("block").run()
@@ -79,11 +79,11 @@ def test_a_state_check_reads_the_students_own_mask():
 
 
 def test_a_pick_check_offers_the_models_heads():
-    at = app_at(None, {"lesson": "attention-as-retrieval", "step": "4"})
-    radio = at.radio(key="lesson_answer.attention-as-retrieval.4")
+    at = app_at(None, {"lesson": "attention-as-retrieval", "step": "5"})
+    radio = at.radio(key="lesson_answer.attention-as-retrieval.5")
     assert "L1H2" in radio.options and "L0H0" in radio.options
     radio.set_value("L0H0").run()
-    at.button(key="lesson_check.attention-as-retrieval.4").click().run()
+    at.button(key="lesson_check.attention-as-retrieval.5").click().run()
     assert at.error and "Not yet" in at.error[0].value
 
 
@@ -93,7 +93,7 @@ def test_bad_lesson_links_are_reported_not_crashed():
     assert any("no lesson called" in w.value for w in at.warning)
     at = app_at(None, {"lesson": "compact-primer", "step": "99"})
     assert_ok(at)
-    assert any("outside 1..7" in w.value for w in at.warning) and "step 7 of 7" in bar_caption(at)
+    assert any("outside 1..9" in w.value for w in at.warning) and "step 9 of 9" in bar_caption(at)
 
 
 def test_presenter_mode_hides_the_chrome_and_binds_the_keys():
@@ -133,38 +133,38 @@ def test_three_students_follow_the_teacher_and_cannot_move_the_class():
     teacher.button(key="class_open").click().run()
     assert_ok(teacher)
     code = teacher.session_state["glassbox.class.teacher"][0]
-    assert "step 1 of 7" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
+    assert "step 1 of 9" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
     teacher.switch_page("pages/lessons.py").run()  # the class panel: code, link and a QR code
     assert any(f"Class code: `{code}`" in m.value for m in teacher.markdown) and teacher.get("image")
 
     students = [app_at(None, {"class": code}) for _ in range(3)]
     for s in students:
         assert_ok(s)
-        assert "step 1 of 7" in bar_caption(s) and s.button(key="lesson_next").disabled  # locked while following
+        assert "step 1 of 9" in bar_caption(s) and s.button(key="lesson_next").disabled  # locked while following
 
     teacher.button(key="lesson_next").click().run()
     teacher.button(key="lesson_next").click().run()
-    assert "step 3 of 7" in bar_caption(teacher)
+    assert "step 3 of 9" in bar_caption(teacher)
     for s in students:
         s.run()  # what the one-second poll does in a browser
         assert_ok(s)
-        assert "step 3 of 7" in bar_caption(s) and page_title(s) == "Positions"
+        assert "step 3 of 9" in bar_caption(s) and page_title(s) == "Generation"
 
     # A student detaches and explores: the class does not move, the others stay with the teacher.
     loner = students[0]
     loner.button(key="class_detach").click().run()
     loner.button(key="lesson_next").click().run()
-    assert "step 4 of 7" in bar_caption(loner)
+    assert "step 4 of 9" in bar_caption(loner)
     for s in students[1:]:
         s.run()
-        assert "step 3 of 7" in bar_caption(s)
+        assert "step 3 of 9" in bar_caption(s)
     teacher.run()
-    assert "step 3 of 7" in bar_caption(teacher)
+    assert "step 3 of 9" in bar_caption(teacher)
 
     # Re-joining brings the student back to the teacher's step.
     loner.button(key="class_rejoin").click().run()
     assert_ok(loner)
-    assert "step 3 of 7" in bar_caption(loner)
+    assert "step 3 of 9" in bar_caption(loner)
 
 
 def test_a_teachers_folder_is_listed_and_its_broken_files_named(tmp_path, monkeypatch):
@@ -191,6 +191,6 @@ def test_a_check_that_cannot_run_says_so_on_the_page(tmp_path, monkeypatch):
     text = (L.LESSONS_DIR / "attention-as-retrieval.toml").read_text()
     (tmp_path / "odd-roles.toml").write_text(text.replace('role = "induction"', 'role = "wizard"', 1))
     monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
-    at = app_at(None, {"lesson": "odd-roles", "step": "4"})
+    at = app_at(None, {"lesson": "odd-roles", "step": "5"})
     assert_ok(at)
     assert any("This check cannot run" in e.value and "wizard" in e.value for e in at.error)
