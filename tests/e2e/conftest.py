@@ -130,7 +130,7 @@ def tall_screenshot(page, name: str, last: str | None = None) -> Path:
     """A screenshot of the whole page: Streamlit scrolls inside its main container, so a full-page
     shot stops at the viewport; grow the viewport to the content's height first, then take it."""
     height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 16000)})
+    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 20_000)})
     page.wait_for_timeout(1500)  # plotly charts redraw at the new size
     wait_for_run(page, last=last)
     page.wait_for_timeout(1000)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import decode_array
-from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_charts, wait_for_run
+from tests.e2e.conftest import (assert_no_exception, open_page, plotly_data, tall_screenshot,
+                                wait_for_charts, wait_for_run)
 
 pytestmark = pytest.mark.e2e
 LAST = "text=this is why long-context models use chunked"  # the last "try this" prompt on the page
@@ -22,15 +23,6 @@ def crossover_x(page) -> float:
     raise AssertionError("no predicted crossover line")
 
 
-def _whole_page(page, name: str) -> None:
-    """Screenshot the whole page: Streamlit scrolls inside its main block, so grow the window to fit it."""
-    height = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
-                           " return m ? m.scrollHeight : document.body.scrollHeight; }")
-    page.set_viewport_size({"width": 1400, "height": int(min(max(height, 1000) + 40, 20_000))})
-    page.wait_for_timeout(1500)  # let plotly re-lay out the charts
-    screenshot(page, name)
-    page.set_viewport_size({"width": 1400, "height": 1000})
-
 
 def test_cost_page_measures_and_the_width_moves_the_crossover(server_url, page):
     open_page(page, server_url, timeout=180_000)  # the entry point first (navigation and page config)
@@ -40,7 +32,7 @@ def test_cost_page_measures_and_the_width_moves_the_crossover(server_url, page):
     assert crossover_x(page) == 64
     names = [t["name"] for t in plotly_data(page, 0)]
     assert any(n.startswith("chunked: slope") for n in names)
-    _whole_page(page, "cost")
+    tall_screenshot(page, "cost")
 
     slider = page.get_by_role("slider", name="width d (d_model of attention and of the RNN)").first
     slider.focus()

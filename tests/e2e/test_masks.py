@@ -9,21 +9,13 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, chart_z, open_page, screenshot, wait_for_charts, wait_for_run, wait_for_z_change
+from tests.e2e.conftest import (assert_no_exception, chart_z, open_page, tall_screenshot,
+                                wait_for_charts, wait_for_run, wait_for_z_change)
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Give the decoder the full mask"  # the last "try this" prompt on the page
 INPUT = "<bos> 3 8 5 2 7 4 1 6 odd"
 
-
-def _whole_page(page, name: str) -> None:
-    """Screenshot the whole page: Streamlit scrolls inside its main block, so grow the window to fit it."""
-    height = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
-                           " return m ? m.scrollHeight : document.body.scrollHeight; }")
-    page.set_viewport_size({"width": 1400, "height": int(min(max(height, 1000) + 40, 20_000))})
-    page.wait_for_timeout(1500)  # let plotly re-lay out the charts
-    screenshot(page, name)
-    page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def test_masks_page_preset_changes_the_pattern(server_url, page):
@@ -37,7 +29,7 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     mask0, pattern0 = chart_z(page, 0), chart_z(page, 2)  # the drawn mask; chart 1 is the own-mask pattern, 2 yours
     assert mask0.shape == (10, 10) and mask0.all()
     assert np.allclose(pattern0.sum(axis=1), 1, atol=1e-3)
-    _whole_page(page, "masks")
+    tall_screenshot(page, "masks")
 
     page.locator("[data-testid='stSelectbox']").filter(has_text="Start from").click()
     page.get_by_role("option", name="Causal: j ≤ i").click()
@@ -47,7 +39,7 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     np.testing.assert_array_equal(chart_z(page, 0), np.tril(np.ones((10, 10))))
     assert "preset=causal" in page.url
     assert_no_exception(page)
-    _whole_page(page, "masks_causal")
+    tall_screenshot(page, "masks_causal")
 
 
 def test_masks_page_takes_a_one_token_input_from_a_link(server_url, page):
@@ -57,4 +49,4 @@ def test_masks_page_takes_a_one_token_input_from_a_link(server_url, page):
     assert_no_exception(page)
     assert chart_z(page, 0).shape == (1, 1)
     assert page.get_by_text("receptive field of query token: 0 (the only value here)").count() == 1
-    _whole_page(page, "masks_one_token")
+    tall_screenshot(page, "masks_one_token")

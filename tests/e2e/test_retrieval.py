@@ -8,20 +8,12 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_charts, wait_for_run
+from tests.e2e.conftest import (assert_no_exception, open_page, plotly_data, tall_screenshot,
+                                wait_for_charts, wait_for_run)
 
 pytestmark = pytest.mark.e2e
 LAST = "text=Shrink B below 1"  # the last "try this" prompt on the page
 
-
-def _whole_page(page, name: str) -> None:
-    """Screenshot the whole page: Streamlit scrolls inside its main block, so grow the window to fit it."""
-    height = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
-                           " return m ? m.scrollHeight : document.body.scrollHeight; }")
-    page.set_viewport_size({"width": 1400, "height": int(min(max(height, 1000) + 40, 20_000))})
-    page.wait_for_timeout(1500)  # let plotly re-lay out the charts
-    screenshot(page, name)
-    page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def kernel_curve(page) -> np.ndarray:
@@ -36,7 +28,7 @@ def test_retrieval_page_draws_and_the_query_slider_moves_the_kernel(server_url, 
     wait_for_charts(page, 9)
     assert_no_exception(page)
     before = kernel_curve(page)
-    _whole_page(page, "retrieval")
+    tall_screenshot(page, "retrieval")
 
     slider = page.locator("[data-testid='stSlider']").filter(has_text="Query position").locator("input[type='range']")
     slider.focus()
