@@ -103,14 +103,26 @@ def test_controls_that_feed_later_sections_rerun_the_whole_page(page, key, query
     assert fragment_id(at, key) is None
 
 
-def test_a_button_in_a_section_that_opens_another_view_reruns_the_whole_page():
-    at = page_at("pages/attention.py", {"view": "steps", "steps": "toy"})
+# Buttons inside a section that change something outside it (the view picker, the sidebar's model):
+# (page, URL, button, the URL parameter and value it leads to, a chart of the page it leads to).
+APP_BUTTONS = [
+    ("pages/attention.py", {"view": "steps", "steps": "toy"}, "attention.to_scale", ("view", "scale"),
+     "attention.fig_scale_hist"),
+    ("pages/generation.py", {"model": "sort-decoder"}, "generation.switch_shapes", ("model", "reverse-encdec"),
+     "generation.shapes"),
+]
+
+
+@pytest.mark.parametrize("page,query,button,url,shown", APP_BUTTONS, ids=lambda v: v if isinstance(v, str) else "")
+def test_a_button_in_a_section_that_changes_what_is_outside_it_reruns_the_whole_page(page, query, button, url, shown):
+    at = page_at(page, query)
     assert_ok(at)
-    click_in_fragment(at, "attention.to_scale")
+    click_in_fragment(at, button)
     assert_ok(at)
     assert at.title, "st.rerun(scope='app') draws the whole page again"
-    assert at.query_params["view"] == "scale"
-    assert chart(at, "attention.fig_scale_hist")
+    name, text = url
+    assert at.query_params[name] == text
+    assert chart(at, shown)
 
 
 def test_scrubbing_the_snapshots_reruns_only_that_section():
@@ -159,12 +171,3 @@ def test_the_training_button_reruns_only_its_panel_and_draws_the_losses():
     assert chart(at, "generation.loss")["data"]
     assert at.query_params["tseed"] == "11"
 
-
-def test_the_switch_model_button_in_a_panel_reruns_the_whole_page():
-    at = page_at("pages/generation.py", {"model": "sort-decoder"})
-    assert_ok(at)
-    click_in_fragment(at, "generation.switch_shapes")
-    assert_ok(at)
-    assert at.title, "st.rerun(scope='app') draws the whole page again, sidebar included"
-    assert at.session_state["glassbox.model"] == "reverse-encdec"
-    assert chart(at, "generation.shapes")
