@@ -71,7 +71,8 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
     grid = page.locator("[data-testid='stDataFrame']").first
     grid.wait_for(state="visible", timeout=30_000)
     box = grid.bounding_box()
-    page.mouse.click(box["x"] + box["width"] * 0.75, box["y"] + 35 + 17)  # row 0 of column y
+    page.mouse.dblclick(box["x"] + box["width"] * 0.75, box["y"] + 35 + 17)  # open row 0 of column y
+    page.wait_for_timeout(500)  # the cell's editor opens with its value selected
     page.keyboard.type("9")
     page.keyboard.press("Enter")
     for _ in range(120):
@@ -80,6 +81,8 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
         if after != before:
             break
         page.wait_for_timeout(250)
+    page.locator("[data-testid='stPlotlyChart']").nth(1).scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
     screenshot(page, "retrieval-points-edited")
     assert after != before, "the estimate did not follow the edited table"
     assert 9.0 in after
