@@ -70,17 +70,23 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
     page.get_by_text("Edit the points (x in [0, 1])").click()
     grid = page.locator("[data-testid='stDataFrame']").first
     grid.wait_for(state="visible", timeout=30_000)
-    box = grid.bounding_box()
-    page.mouse.dblclick(box["x"] + box["width"] * 0.75, box["y"] + 35 + 17)  # open row 0 of column y
-    page.wait_for_timeout(500)  # the cell's editor opens with its value selected
-    page.keyboard.type("9")
-    page.keyboard.press("Enter")
-    for _ in range(120):
-        wait_for_run(page, last=LAST)
-        after = estimate_points(page)
+    page.wait_for_timeout(1000)  # let the expander finish opening before reading where the grid is
+    after = before
+    for _ in range(3):  # a key press can reach the grid before its cell editor is open: try again
+        grid.scroll_into_view_if_needed()
+        box = grid.bounding_box()
+        page.mouse.dblclick(box["x"] + box["width"] * 0.75, box["y"] + 35 + 17)  # open row 0 of column y
+        page.wait_for_timeout(500)  # the cell's editor opens with its value selected
+        page.keyboard.type("9")
+        page.keyboard.press("Enter")
+        for _ in range(40):
+            wait_for_run(page, last=LAST)
+            after = estimate_points(page)
+            if after != before:
+                break
+            page.wait_for_timeout(250)
         if after != before:
             break
-        page.wait_for_timeout(250)
     page.locator("[data-testid='stPlotlyChart']").nth(1).scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     screenshot(page, "retrieval-points-edited")
