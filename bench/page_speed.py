@@ -184,6 +184,8 @@ class Section:
     query: tuple = ()
 
 
+ENCDEC = (("model", "reverse-encdec"),)  # every Generation panel draws for an encoder-decoder
+
 SECTIONS = [
     Section("attention", "layer/head/T bar: temperature [page]", "attention.temp", (1.0, 2.0), PAGE_WIDE,
             (("view", "grid"),)),
@@ -214,6 +216,21 @@ SECTIONS = [
     Section("train", "Settings: layers [page]", "train.n_layers", (2, 1), PAGE_WIDE),
     Section("cost", "Setting: heads [page]", "cost.heads", (4, 2), PAGE_WIDE),
     Section("cost", "Model sizes: preset", "cost.preset", ("original", "bert-base"), ("cost.chart.preset",)),
+    Section("retrieval", "Kernel smoother: |q|", "retrieval.qnorm", (30.0, 100.0),
+            ("retrieval.kernel", "retrieval.estimate")),
+    Section("retrieval", "Soft database: beta", "retrieval.beta", (1.0, 10.0), ("retrieval.arrows", "retrieval.sweep")),
+    Section("retrieval", "V = K: head", "retrieval.head", (0, 1), ("retrieval.span",)),
+    Section("retrieval", "Hijacking: alpha", "retrieval.alpha", (100.0, 10.0), ("retrieval.hijack", "retrieval.pattern")),
+    Section("retrieval", "Equivalences: stretch", "retrieval.stretch", (1.0, 2.5),
+            ("retrieval.eq_arrows", "retrieval.eq_weights")),
+    Section("generation", "Anatomy: hook", "generation.hook",
+            ("decoder.blocks.0.cross_attn.hook_pattern", "encoder.blocks.1.attn.hook_k"),
+            ("generation.diagram", "generation.tensor", "generation.heads"), ENCDEC),
+    Section("generation", "Shapes: L_e", "generation.le", (4, 3), ("generation.shapes",), ENCDEC),
+    Section("generation", "Decoding: step t", "generation.t", (0, 2),
+            ("generation.rows", "generation.cache", "generation.query", "generation.counters", "generation.time"),
+            ENCDEC),
+    Section("generation", "Leak: example", "generation.ex", (0, 3), ("generation.gradients",), ENCDEC),
 ]
 
 FIGURES_FLOOR = """

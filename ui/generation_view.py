@@ -4,6 +4,14 @@ decoder is masked. pages/generation.py calls them in reading order.
 
 The numbers come from core.analysis.generation and core.analysis.leakage, the cached runs and
 figures from ui.generation_runs.
+
+What a click reruns: the sidebar (model, input) feeds every panel and reruns the whole page. The
+five panels share nothing else, so each is a fragment (`@st.fragment`) and its controls redraw only
+that panel: the hook picker, a click on a diagram dot, and the identities' attention, layer and
+seed (1); L_e and L_d (2); the prompt, the number of steps, ◀ step / step ▶, the step slider, the
+cache's layer, the timing length and Measure again (3, whose timing chart follows the prompt); the
+example (4); the training seed and Train both decoders (5). The "Switch to reverse-encdec" buttons
+change the sidebar's model, so they rerun the whole page (`st.rerun(scope="app")`).
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ def offer_encdec(sel: Selection, what: str, key: str) -> None:
     """Say that `what` needs an encoder-decoder model, with a button that switches the sidebar to one."""
     st.info(f"{what} needs an encoder-decoder model; **{sel.model_id}** is {G.FAMILY_NAMES[sel.arch].lower()}.",
             icon=":material/info:")
-    st.button(f"Switch to {R.ENCDEC_ID}", key=key, on_click=R.switch_model, args=(R.ENCDEC_ID,),
-              icon=":material/swap_horiz:")
+    if st.button(f"Switch to {R.ENCDEC_ID}", key=key, on_click=R.switch_model, args=(R.ENCDEC_ID,),
+                 icon=":material/swap_horiz:"):
+        st.rerun(scope="app")  # the sidebar's model is outside this panel: rerun the whole page
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,6 +184,7 @@ def clicked_dot(names: tuple[str, ...]) -> None:
         st.toast(f"{name} belongs to another family's diagram; this model has no such hook.")
 
 
+@st.fragment  # local: the hook, a dot clicked and the identities' controls redraw only this panel
 def anatomy_panel(sel: Selection) -> None:
     """Panel 1: the families' block diagrams, a tensor at any hook, and two identities of a layer."""
     st.subheader("1 · Anatomy of the three families")
@@ -254,6 +264,7 @@ def identities_section(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: L_e and L_d redraw only this panel
 def shapes_panel(sel: Selection) -> None:
     """Panel 2: the tensors of the three attention types as blocks with their real sizes."""
     st.subheader("2 · Shapes, live")
@@ -332,6 +343,7 @@ def stepper_controls(sel: Selection) -> tuple[int, int, int]:
     return int(prompt), int(steps), int(t)
 
 
+@st.fragment  # local: the stepper's controls and buttons redraw only this panel
 def stepper_panel(sel: Selection) -> None:
     """Panel 3: greedy decoding one token at a time, with and without the key-value cache."""
     st.subheader("3 · Decoding, one token at a time")
@@ -431,6 +443,7 @@ def timing_section(sel: Selection, prompt: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the example redraws only this panel
 def leakage_panel(sel: Selection) -> None:
     """Panel 4: a model whose encoder sees the answer, its gradient map, and the fix."""
     st.subheader("4 · A leak through the encoder")
@@ -479,6 +492,7 @@ def leakage_panel(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the seed and the training button redraw only this panel
 def masking_panel(sel: Selection) -> None:
     """Panel 5: a tiny decoder trained with the full mask, and its causal twin, trained here."""
     st.subheader("5 · Why the decoder is masked")

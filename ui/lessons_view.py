@@ -3,6 +3,11 @@
 The lesson bar itself (ui.lessons_bar) sits on whichever page a step opens; this page lists what
 there is and starts it. `lesson`, `step` and `present` are read by every page (app.py's bar);
 they are declared here too so that the URL fuzz test feeds them hostile values.
+
+What a click reruns: the whole page, for every control (no `st.fragment` here). Start and Present
+set the URL that app.py's lesson bar reads to switch pages, and an uploaded lesson joins the list
+above it, so both need the whole page; the only control local to one panel, the level filter,
+redraws text and buttons only, which a page rerun already does quickly.
 """
 
 from __future__ import annotations

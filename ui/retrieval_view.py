@@ -4,6 +4,12 @@ defences, and where the equivalences hold. pages/retrieval.py calls them in read
 
 The numbers come from core.analysis.retrieval (math) and core.analysis.recall (models), the
 cached runs and figures from ui.retrieval_runs.
+
+What a click reruns: the five panels share nothing but the sidebar (the device the models run on),
+so each panel is a fragment (`@st.fragment`) and its controls redraw only that panel: the points
+preset, their table, x₀, |q| and the tilt (1); the database preset, its table, the query direction
+and β (2); layer and head (3); the scaled position, α and the model shown (4); the stretch and |q|
+(5). The sidebar reruns the whole page. A fragment rerun still writes its parameters to the URL.
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ def points_table() -> tuple[np.ndarray, np.ndarray]:
         return x0, y0
 
 
+@st.fragment  # local: the points, their table, x₀, |q| and the tilt redraw only this panel
 def kernel_panel() -> None:
     st.header("1. Attention is a kernel smoother")
     st.markdown(
@@ -171,6 +178,7 @@ def database_table() -> tuple[np.ndarray, np.ndarray]:
         return keys0, values0
 
 
+@st.fragment  # local: the database, its table, the direction and β redraw only this panel
 def lookup_panel() -> None:
     st.header("2. A soft database that hardens into a lookup")
     st.markdown(
@@ -223,6 +231,7 @@ def lookup_panel() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: layer and head redraw only this panel
 def tied_panel(sel: Selection) -> None:
     st.header("3. Keys address, values carry content (V = K)")
     st.markdown(
@@ -278,6 +287,7 @@ def tied_panel(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: position, α and the model shown redraw only this panel
 def hijack_panel(sel: Selection) -> None:
     st.header("4. Hijacking attention with one huge key")
     st.markdown(
@@ -350,6 +360,7 @@ def hijack_verdict(summary: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the stretch and |q| redraw only this panel
 def equivalence_panel() -> None:
     st.header("5. Where the equivalences hold")
     st.markdown(

@@ -34,6 +34,8 @@ class Section:
     query: dict = field(default_factory=dict)
 
 
+ENCDEC = {"model": "reverse-encdec"}  # every Generation panel draws for an encoder-decoder
+
 SECTIONS = [
     Section("pages/attention.py", "attention.query", 0, ("query", "0"), "attention.fig_bars", {"view": "head"}),
     Section("pages/positions.py", "positions.k", 7, ("k", "7"), "positions.fig_mk"),
@@ -41,6 +43,18 @@ SECTIONS = [
     Section("pages/masks.py", "masks.token", 2, ("token", "2"), "masks.field"),
     Section("pages/depth.py", "depth.rho", 0.3, ("rho", "0.3"), "depth.chart"),
     Section("pages/cost.py", "cost.preset", "bert-base", ("preset", "bert-base"), "cost.chart.preset"),
+    Section("pages/retrieval.py", "retrieval.qnorm", 100.0, ("qnorm", "100"), "retrieval.kernel"),
+    Section("pages/retrieval.py", "retrieval.beta", 10.0, ("beta", "10"), "retrieval.arrows"),
+    Section("pages/retrieval.py", "retrieval.head", 1, ("head", "1"), "retrieval.span"),
+    Section("pages/retrieval.py", "retrieval.alpha", 10.0, ("alpha", "10"), "retrieval.pattern"),
+    Section("pages/retrieval.py", "retrieval.stretch", 2.5, ("stretch", "2.5"), "retrieval.eq_weights"),
+    Section("pages/generation.py", "generation.hook", "encoder.blocks.1.attn.hook_k",
+            ("hook", "encoder.blocks.1.attn.hook_k"), "generation.tensor", ENCDEC),
+    Section("pages/generation.py", "generation.attn", "enc", ("attn", "enc"), "generation.heads", ENCDEC),
+    Section("pages/generation.py", "generation.le", 3, ("le", "3"), "generation.shapes", ENCDEC),
+    Section("pages/generation.py", "generation.t", 2, ("t", "2"), "generation.rows", ENCDEC),
+    Section("pages/generation.py", "generation.kvlayer", 1, ("kvlayer", "1"), "generation.cache", ENCDEC),
+    Section("pages/generation.py", "generation.ex", 3, ("ex", "3"), "generation.gradients", ENCDEC),
 ]
 
 # Controls that change what later sections draw: they must rerun the whole page.
@@ -51,6 +65,8 @@ WHOLE_PAGE = [
     ("pages/masks.py", "masks.all.preset", {}),
     ("pages/depth.py", "depth.layers", {}),
     ("pages/cost.py", "cost.d", {}),
+    ("pages/retrieval.py", "glassbox.model", {}),  # the sidebar: the device of panels 3 and 4
+    ("pages/generation.py", "glassbox.model", ENCDEC),  # the sidebar's model and input feed every panel
 ]
 
 
@@ -62,7 +78,7 @@ def chart(at, key: str) -> dict:
     raise AssertionError(f"no chart {key!r} in this run")
 
 
-@pytest.mark.parametrize("s", SECTIONS, ids=lambda s: s.page.split("/")[1][:-3])
+@pytest.mark.parametrize("s", SECTIONS, ids=lambda s: f"{s.page.split('/')[1][:-3]}-{s.widget.split('.')[-1]}")
 def test_a_click_in_a_section_reruns_only_it_and_keeps_the_url_right(s: Section):
     at = page_at(s.page, s.query)
     assert_ok(at)
@@ -87,14 +103,26 @@ def test_controls_that_feed_later_sections_rerun_the_whole_page(page, key, query
     assert fragment_id(at, key) is None
 
 
-def test_a_button_in_a_section_that_opens_another_view_reruns_the_whole_page():
-    at = page_at("pages/attention.py", {"view": "steps", "steps": "toy"})
+# Buttons inside a section that change something outside it (the view picker, the sidebar's model):
+# (page, URL, button, the URL parameter and value it leads to, a chart of the page it leads to).
+APP_BUTTONS = [
+    ("pages/attention.py", {"view": "steps", "steps": "toy"}, "attention.to_scale", ("view", "scale"),
+     "attention.fig_scale_hist"),
+    ("pages/generation.py", {"model": "sort-decoder"}, "generation.switch_shapes", ("model", "reverse-encdec"),
+     "generation.shapes"),
+]
+
+
+@pytest.mark.parametrize("page,query,button,url,shown", APP_BUTTONS, ids=lambda v: v if isinstance(v, str) else "")
+def test_a_button_in_a_section_that_changes_what_is_outside_it_reruns_the_whole_page(page, query, button, url, shown):
+    at = page_at(page, query)
     assert_ok(at)
-    click_in_fragment(at, "attention.to_scale")
+    click_in_fragment(at, button)
     assert_ok(at)
     assert at.title, "st.rerun(scope='app') draws the whole page again"
-    assert at.query_params["view"] == "scale"
-    assert chart(at, "attention.fig_scale_hist")
+    name, text = url
+    assert at.query_params[name] == text
+    assert chart(at, shown)
 
 
 def test_scrubbing_the_snapshots_reruns_only_that_section():
@@ -116,3 +144,30 @@ def test_scrubbing_the_snapshots_reruns_only_that_section():
     assert heads(at) and heads(at) != last
     assert not at.title
     assert dict(at.query_params) == url  # the settings in the URL are untouched
+
+
+def test_the_step_buttons_rerun_only_the_stepper_and_move_the_step_in_the_url():
+    at = page_at("pages/generation.py", ENCDEC)
+    assert_ok(at)
+    before = chart(at, "generation.rows")
+    click_in_fragment(at, "generation.next")
+    assert_ok(at)
+    assert not at.title
+    assert at.query_params["t"] == "1"
+    after = chart(at, "generation.rows")
+    assert after != before
+    click_in_fragment(at, "generation.prev")
+    assert at.query_params["t"] == "0"
+    assert chart(at, "generation.rows") == before
+
+
+def test_the_training_button_reruns_only_its_panel_and_draws_the_losses():
+    at = page_at("pages/generation.py", {**ENCDEC, "tseed": "11"})  # a seed no other test trains
+    assert_ok(at)
+    assert fragment_id(at, "generation.tseed") == fragment_id(at, "generation.train") is not None
+    click_in_fragment(at, "generation.train")
+    assert_ok(at)
+    assert not at.title
+    assert chart(at, "generation.loss")["data"]
+    assert at.query_params["tseed"] == "11"
+

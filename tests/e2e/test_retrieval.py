@@ -44,3 +44,44 @@ def test_retrieval_page_draws_and_the_query_slider_moves_the_kernel(server_url, 
     assert int(np.argmax(after)) > int(np.argmax(before))  # moved to the right
     assert float(parse_qs(urlparse(page.url).query)["qx"][0]) > 0.3
     assert_no_exception(page)
+
+
+def estimate_points(page) -> list:
+    """The y of the estimate chart's first trace (the points of the table) as the browser holds it."""
+    from tests.app.conftest import decode_array
+
+    return [float(v) for v in decode_array(plotly_data(page, 1)[0]["y"])]
+
+
+def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_url, page):
+    """The table sits in panel 1's fragment: an edit reruns that panel, and its figure follows it."""
+    open_page(page, server_url, timeout=180_000)
+    open_page(page, f"{server_url}/retrieval", timeout=180_000, last=LAST)
+    wait_for_charts(page, 9)
+    before = estimate_points(page)
+    page.get_by_text("Edit the points (x in [0, 1])").click()
+    grid = page.locator("[data-testid='stDataFrame']").first
+    grid.wait_for(state="visible", timeout=30_000)
+    page.wait_for_timeout(1000)  # let the expander finish opening before reading where the grid is
+    after = before
+    for _ in range(3):  # a key press can reach the grid before its cell editor is open: try again
+        grid.scroll_into_view_if_needed()
+        box = grid.bounding_box()
+        page.mouse.dblclick(box["x"] + box["width"] * 0.75, box["y"] + 35 + 17)  # open row 0 of column y
+        page.wait_for_timeout(500)  # the cell's editor opens with its value selected
+        page.keyboard.type("9")
+        page.keyboard.press("Enter")
+        for _ in range(40):
+            wait_for_run(page, last=LAST)
+            after = estimate_points(page)
+            if after != before:
+                break
+            page.wait_for_timeout(250)
+        if after != before:
+            break
+    page.locator("[data-testid='stPlotlyChart']").nth(1).scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    screenshot(page, "retrieval-points-edited")
+    assert after != before, "the estimate did not follow the edited table"
+    assert 9.0 in after
+    assert_no_exception(page)
