@@ -176,6 +176,15 @@ def chart_z(page, index: int = 0):
 
     data = plotly_data(page, index)
     assert data, f"no plotly chart number {index} on the page"
+    if "z" not in data[0]:  # seen once in CI: the chart read mid-redraw; wait for its heatmap
+        try:
+            page.wait_for_function(
+                f"(i) => {{ const g = ({_NTH_PLOT})(i); return !!(g && g.data && g.data[0] && g.data[0].z); }}",
+                arg=index, timeout=30_000,
+            )
+        except Exception as exc:  # noqa: BLE001 - report what the chart holds instead
+            raise AssertionError(f"chart {index} has no heatmap: first trace keys {sorted(data[0])}") from exc
+        data = plotly_data(page, index)
     return np.asarray(decode_array(data[0]["z"]), dtype=float)
 
 

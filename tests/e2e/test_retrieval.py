@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import (assert_no_exception, open_page, plotly_data, tall_screenshot,
+from tests.e2e.conftest import (assert_no_exception, open_page, plotly_data, screenshot, tall_screenshot,
                                 wait_for_charts, wait_for_run)
 
 pytestmark = pytest.mark.e2e
