@@ -46,7 +46,6 @@ import math  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -69,7 +68,8 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root, for deploy/
 from core.tasks import get_task  # noqa: E402
-from deploy.cluster import Cluster  # noqa: E402
+from deploy.cluster import Cluster, free_port  # noqa: E402
+from deploy.cluster import healthy as health  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "assets" / "models" / "manifest.json"
@@ -742,12 +742,6 @@ class Student(User):
 # ---------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # --gc-stats: `streamlit run` started through this bootstrap, which times every full (generation 2)
 # garbage collection in the server with gc.callbacks and writes the totals to a file each second.
 # The app is untouched; only the process that runs it counts its collections.
@@ -817,12 +811,6 @@ class Server:
             return ""
 
 
-def health(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-            return r.read().decode().strip() == "ok"
-    except OSError:
-        return False
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root, for deploy/
+from deploy.cluster import free_port, wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -48,12 +49,6 @@ SNAPSHOT_JS = """() => {
 }"""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(root: Path, port: int) -> subprocess.Popen:
     """`streamlit run app.py` in `root`, as tests/e2e/conftest.py starts it; waits for /_stcore/health."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
@@ -63,19 +58,12 @@ def start_server(root: Path, port: int) -> subprocess.Popen:
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.read().decode().strip() == "ok":
-                    return proc
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    stop_server(proc)
-    raise SystemExit("streamlit did not become healthy")
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=60, log=Path(os.devnull))
+    except RuntimeError:
+        stop_server(proc)
+        raise SystemExit("streamlit did not become healthy") from None
+    return proc
 
 
 def stop_server(proc: subprocess.Popen) -> None:
