@@ -13,6 +13,7 @@ changes only that section: it is a fragment (`@st.fragment`).
 from __future__ import annotations
 
 from functools import partial
+from typing import Optional
 
 import pandas as pd
 import streamlit as st
@@ -21,6 +22,7 @@ from streamlit.errors import StreamlitAPIException
 from core.analysis import cost as A
 from core.families import SIZE_PRESETS
 from ui import cost_runs as R
+from ui import precomputed
 from ui.page import try_this
 from ui.params import Choice, Params
 from ui.sidebar import Selection
@@ -99,11 +101,14 @@ def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
                        mime="text/csv", icon=":material/table:", key=f"cost.csv.{name}", on_click="ignore")
 
 
-def stamp(sweep: dict) -> str:
-    """Where and when a sweep was measured."""
+def stamp(sweep: dict, shipped: Optional[str] = None) -> str:
+    """Where and when a sweep was measured (`shipped`: ui.precomputed's note when the build measured it)."""
+    if shipped:
+        return (f"A cached measurement, {shipped} (one CPU thread, {sweep['measured_at']}), shown to every student at "
+                "the default setting; **Measure again** times this server.")
     where = "this machine's CPU, one thread" if sweep["device"] == "cpu" else f"this machine's {sweep['device']}"
-    return (f"Measured on {where}, {sweep['measured_at']}: a cached measurement, taken once per server (the "
-            "default setting as the server starts) and shown to every student.")
+    return (f"Measured on {where}, {sweep['measured_at']}: a cached measurement, taken once per server for each "
+            "setting and shown to every student.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +150,7 @@ def time_panel(s: A.Setting) -> dict:
         st.info(f"The lines do not cross between n = {s.ns[0]} and {s.ns[-1]:,}: "
                 + ("attention stays cheaper over the whole range." if cheaper else
                    "the RNN is cheaper over the whole range."))
-    st.caption(stamp(sweep) + f" Median of {sweep['repeats']} calls each, batch 1, after one warm-up call. "
+    st.caption(stamp(sweep, precomputed.note(R.time_sweep, s, run)) + f" Median of {sweep['repeats']} calls each, batch 1, after one warm-up call. "
                "Attention here is the core only (scores, softmax, weighted sum), without the q, k, v and output "
                "projections, which cost n·d² like the RNN. Slopes are fitted over the largest three n. The RNN pays a "
                "fixed Python and dispatch cost on every step, which the n·d² count leaves out, so the measured "
@@ -253,7 +258,7 @@ def memory_panel(s: A.Setting) -> None:
     how = ("the bytes of every tensor alive at once, counted as operations create and free them (a dispatch-mode "
            "tracker; exact and the same on every run)" if sweep["device"] == "cpu" else
            "the GPU allocator's peak above what was already allocated")
-    st.caption(stamp(sweep) + f" Memory is {how}; the inputs q, k, v are not counted. The dashed line is the "
+    st.caption(stamp(sweep, precomputed.note(R.memory_sweep, s)) + f" Memory is {how}; the inputs q, k, v are not counted. The dashed line is the "
                "patterns' own size, h·n² float32 numbers: explicit attention's peak sits a small factor above it "
                "(scores, probabilities and their gradients), chunked attention's far below it.")
     st.dataframe(pd.DataFrame(table).style.format({c: "{:.3g}" for c in table[0] if c != "n"}),

@@ -23,6 +23,7 @@ import streamlit as st
 from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui import generation_runs as R
+from ui import precomputed
 from ui.page import try_this
 from ui.params import Choice, Int, Params
 from ui.sidebar import Selection
@@ -425,11 +426,18 @@ def timing_section(sel: Selection, prompt: int) -> None:
         if st.button("Measure again", key="generation.remeasure", icon=":material/timer:"):
             st.session_state[TIMING_RUN_KEY] = st.session_state.get(TIMING_RUN_KEY, 0) + 1
     run = st.session_state.get(TIMING_RUN_KEY, 0)
+    source_len = sel.ids.shape[1] if sel.model.is_encoder_decoder else prompt
+    args = (sel.model_id, sel.device, int(source_len), int(prompt), int(n), sel.task.vocab.bos_id, run)
     with st.spinner("Timing both ways ..."):
-        times = R.timings(sel.cache_key, prompt, int(n), sel.task.vocab.bos_id, run)
+        times = R.timings(*args)
+    shipped = precomputed.note(R.timings, *args)
     st.plotly_chart(R.time_figure(times["with cache"], times["without cache"],
-                                  f"Measured on this machine, fastest of 5 runs, {n} tokens"), key="generation.time")
-    st.caption("Past the lengths the model was trained on its output is no longer right, but the work is the same: "
+                                  f"{'Measured at build time' if shipped else 'Measured on this server'}, fastest of 5 "
+                                  f"runs, {n} tokens"), key="generation.time")
+    st.caption("Timed on a stand-in input of your lengths (which tokens are read does not change the work), once per "
+               "model and length for every student" + (f": {shipped}; **Measure again** times this server. "
+                                                       if shipped else ". ") +
+               "Past the lengths the model was trained on its output is no longer right, but the work is the same: "
                "this chart is about cost. Tiny models spend most of a step in Python, so the gap is smaller than "
                "the multiply-add counts suggest. Other programs on the machine add spikes; the fastest of five runs "
                "hides most of them.")

@@ -21,6 +21,8 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import torch
 
+from ui import precomputed
+
 
 _PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 
@@ -61,6 +63,10 @@ def freeze(value: Any) -> Any:
     return value
 
 
+# Called as recorder(memo, args, kwargs, key) on every memo call; only `python -m ui.precomputed --write`
+# adds one (to learn what each page's default visit asks for). Empty while the app serves students.
+RECORDERS: list[Callable] = []
+
 DEFAULT_MAX_BYTES = 64 * 2 ** 20  # per memo: a classroom's worth of figures and runs, not the machine
 
 
@@ -89,6 +95,7 @@ class Memo:
     A miss computes outside the lock, so one slow run never blocks other sessions' lookups of other
     results. A session that asks for a result another thread is computing (a student, or the start-up
     warm-up of ui.warmup) waits for it instead of computing it a second time on the same few cores.
+    A miss first looks in the results shipped with the app (ui.precomputed), made by this same code.
     """
 
     def __init__(self, func: Callable, maxsize: int, max_bytes: int = DEFAULT_MAX_BYTES):
@@ -99,9 +106,12 @@ class Memo:
         self._lock = threading.Lock()
         self._computing: dict[Hashable, threading.Event] = {}  # key -> set when its computation ends
         functools.update_wrapper(self, func)
+        self.name = f"{func.__module__}:{func.__qualname__}"  # how ui.precomputed files its results
 
     def __call__(self, *args, **kwargs):
         key = (fingerprint(args), fingerprint(kwargs))
+        for recorder in RECORDERS:
+            recorder(self, args, kwargs, key)
         while True:
             with self._lock:
                 if key in self._store:
@@ -113,7 +123,8 @@ class Memo:
                     break
             running.wait()  # then look again: stored now, or that computation failed and this one tries
         try:
-            value = self.func(*args, **kwargs)
+            shipped, value = precomputed.lookup(self.name, key)
+            value = freeze(value) if shipped else self.func(*args, **kwargs)
             self._keep(key, value)
         finally:
             with self._lock:
@@ -138,10 +149,18 @@ class Memo:
         return self._bytes
 
     def has(self, *args, **kwargs) -> bool:
-        """Whether a result for these arguments is stored (without computing it)."""
+        """Whether a result for these arguments is at hand: stored, or shipped with the app (without computing it)."""
         key = (fingerprint(args), fingerprint(kwargs))
         with self._lock:
-            return key in self._store
+            if key in self._store:
+                return True
+        return precomputed.holds(self.name, key)
+
+    def peek(self, *args, **kwargs) -> tuple[bool, Any]:
+        """(True, result) if a result for these arguments is stored here, else (False, None); computes nothing."""
+        key = (fingerprint(args), fingerprint(kwargs))
+        with self._lock:
+            return (True, self._store[key]) if key in self._store else (False, None)
 
     def __len__(self) -> int:
         return len(self._store)

@@ -51,7 +51,7 @@ def encdec() -> AppTest:
 def test_every_panel_draws_for_the_encoder_decoder(encdec):
     for title in ("Sublayers (boxes)", "decoder.blocks.0.cross_attn.hook_pattern for your input", "Each head's share",
                   "L_e = ", "Step 0: where the newest token looks", "Layer 0's key cache", "Work per step",
-                  "Measured on this machine", "Gradient of the prediction"):
+                  "Measured ", "Gradient of the prediction"):
         chart(encdec, title)
     assert not encdec.error
     assert encdec.query_params["hook"] == "decoder.blocks.0.cross_attn.hook_pattern"
