@@ -4,8 +4,9 @@ A run lives in `st.session_state[RUN_KEY]` (the Trainer with its model and optim
 snapshots, the status), so a rerun in the middle of training, or a trip to another page, loses
 nothing. The page calls `advance(run)` from a fragment that reruns itself every `TICK_SECONDS`;
 each call trains for at most `CHUNK_SECONDS` while holding one of `MAX_CONCURRENT` process-wide
-slots, so a classroom of students training at once shares the CPU in turns instead of
-starving everyone else's page. The one cached result of the page, the parameter count of a
+slots, and while other students use the server all training together gets at most `TRAIN_SHARE`
+of its time (`ShareClock`), so a classroom of students training at once shares the CPU in turns
+instead of starving everyone else's page. The one cached result of the page, the parameter count of a
 config, is a `ui.memo` memo shared by every session.
 """
 
@@ -35,16 +36,68 @@ RUN_KEY = "train.run"  # the session's TrainingRun
 UPLOADS_KEY = "train.uploads"  # uploaded file id -> registered model id (so a rerun does not add it twice)
 ERROR_KEY = "train.error"  # why the last Train press could not start a run
 SCRUB_KEY = "train.scrub"  # the snapshot step the scrubber shows (a new run has its own steps)
-MAX_CONCURRENT = 2  # training chunks running at once in this server process, over all sessions
+MAX_CONCURRENT = 2  # training runs a server process trains in turns; a third waits for a free slot
 CHUNK_SECONDS = 0.8  # training time per fragment run: short, so Pause and other pages stay responsive
 TICK_SECONDS = 1.0  # how often the training fragment reruns itself while a run is going
 TORCH_THREADS = 1  # intra-op threads for a training chunk (see `advance`)
 SLOT_WAIT_SECONDS = 0.5  # how long a chunk waits for a free slot (a holder frees it within a chunk)
+# While other students use the server, all training chunks together get at most this share of its
+# time: a chunk is mostly Python (the interpreter lock), so two students training at full speed
+# doubled everyone else's clicks (bench/classroom.py). Alone on the server, training runs flat out.
+TRAIN_SHARE = 0.3
+SHARED_CHUNK_SECONDS = 0.3  # a chunk's length while the share applies (then 0.7 s for everyone else)
 STEP_GRAIN = 5  # steps between clock checks inside a chunk
 EVAL_SAMPLES = 512  # fresh examples for the final accuracy
 EVAL_SEED_OFFSET = 7919  # evaluation samples differ from the training batches (and from seed to seed)
 
 _SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT)  # shared by every session of this server process
+
+
+class ShareClock:
+    """Hands out training time so that all chunks together use at most `share` of the wall clock.
+
+    One chunk runs at a time; after a chunk of d seconds the next may start d * (1/share - 1) seconds
+    after it ended. Shared by every session of the server process (a lock guards it)."""
+
+    def __init__(self, share: float):
+        self.share = share
+        self._lock = threading.Lock()
+        self._free_at = 0.0  # time.monotonic() from which the next chunk may start
+        self._running = False
+
+    def start(self, wait: float) -> bool:
+        """Wait up to `wait` seconds for this caller's turn; True if it may train now (then call `done`)."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                if not self._running and now >= self._free_at:
+                    self._running = True
+                    return True
+                ready = self._free_at if not self._running else now + 0.02
+            pause = min(ready, deadline) - now
+            if pause <= 0 and now >= deadline:
+                return False
+            time.sleep(max(0.005, pause))
+
+    def done(self, seconds: float) -> None:
+        """A chunk that trained for `seconds` ended: the next one waits its share."""
+        with self._lock:
+            self._running = False
+            self._free_at = time.monotonic() + seconds * (1.0 / self.share - 1.0)
+
+
+_SHARE = ShareClock(TRAIN_SHARE)
+
+
+def others_online() -> bool:
+    """Whether other browser sessions are connected to this server (False under AppTest: no server)."""
+    try:
+        from streamlit import runtime
+
+        return runtime.exists() and runtime.get_instance()._session_mgr.num_active_sessions() > 1
+    except Exception:  # noqa: BLE001 - a Streamlit without this bookkeeping: behave as alone
+        return False
 
 
 @contextlib.contextmanager
@@ -226,12 +279,23 @@ def advance(run: TrainingRun, budget: Optional[float] = None) -> Optional[str]:
             run.waited += 1
             return (f"The server is already training {MAX_CONCURRENT} models for other people, its cap. "
                     "Your run waits its turn and continues by itself; nothing is lost.")
+        shared = others_online()
+        if shared:
+            if not _SHARE.start(wait=2 * TICK_SECONDS):
+                run.waited += 1
+                return ("Other students are using this server, so training gets under a third of its time and "
+                        "runs in turns. Your run continues by itself; nothing is lost.")
+            budget = min(budget, SHARED_CHUNK_SECONDS)
         start_time = time.perf_counter()
-        while not run.trainer.done and time.perf_counter() - start_time < budget:
-            next_snap = (run.step // run.every + 1) * run.every
-            run.trainer.run(max(1, min(STEP_GRAIN, next_snap - run.step)))
-            if run.step % run.every == 0:
-                run.take_snapshot()
+        try:
+            while not run.trainer.done and time.perf_counter() - start_time < budget:
+                next_snap = (run.step // run.every + 1) * run.every
+                run.trainer.run(max(1, min(STEP_GRAIN, next_snap - run.step)))
+                if run.step % run.every == 0:
+                    run.take_snapshot()
+        finally:
+            if shared:
+                _SHARE.done(time.perf_counter() - start_time)
         if run.trainer.done:
             finish(run)
     return None

@@ -358,8 +358,9 @@ def train_panel(settings: TrainSettings, device: str) -> None:
         "The curves share their x axis with the whole planned run, so they also show how far along it is. "
         "The thin line is each batch's value, the thick one a moving average. The heatmaps show the newest "
         "snapshot of the attention on one fixed example; brighter cells carry more weight (0 to 1). "
-        f"Training runs in short bursts, and at most {R.MAX_CONCURRENT} runs train at the same moment "
-        "on this server, so everyone's pages stay quick. It only advances while this page is open; come back "
+        f"Training runs in short bursts, at most {R.MAX_CONCURRENT} runs train at the same moment on this "
+        f"server, and while other students use it training gets at most {R.TRAIN_SHARE:.0%} of its time, so "
+        "everyone's pages stay quick. It only advances while this page is open; come back "
         "and it continues where it stopped."
     )
     controls(settings, device)

@@ -208,6 +208,45 @@ def test_the_server_cap_makes_a_run_wait_with_a_message():
     assert not any("waits its turn" in w.value for w in at.warning)
 
 
+def test_the_share_clock_gives_training_at_most_its_share_of_the_time():
+    """Two sessions ask for chunks as fast as they can for a second; the chunks they are granted add
+    up to at most the share of the wall clock (plus the one chunk in flight). A busier machine only
+    grants fewer."""
+    import threading
+    import time
+
+    clock, chunk, granted = train_runs.ShareClock(0.3), 0.05, []
+    t0 = time.monotonic()
+
+    def session():
+        while time.monotonic() - t0 < 1.0:
+            if clock.start(wait=0.5):
+                began = time.monotonic()
+                time.sleep(chunk)  # "training"
+                granted.append(time.monotonic() - began)
+                clock.done(granted[-1])
+
+    threads = [threading.Thread(target=session) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    assert granted, "no chunk was ever granted"
+    assert sum(granted) <= 0.3 * wall + max(granted)
+
+
+def test_the_share_clock_says_no_after_its_wait():
+    clock = train_runs.ShareClock(0.1)
+    assert clock.start(wait=0.1)
+    clock.done(1.0)  # the next chunk may start in 9 s
+    assert not clock.start(wait=0.05)
+
+
+def test_alone_on_the_server_training_is_not_shared():
+    assert train_runs.others_online() is False  # AppTest and plain tests have no server sessions
+
+
 def _valid_checkpoint() -> bytes:
     from core.analysis.train import TrainSettings
 
