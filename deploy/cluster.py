@@ -6,8 +6,8 @@ runs nginx (Debian's `nginx` package; no root needed) in front of them. Ctrl-C o
 everything by PID.
 
     apt-get install -y nginx
-    python deploy/cluster.py --servers 3 --port 8080            # students open http://HOST:8080
-    python deploy/cluster.py --servers 3 --port 8080 --listen 0.0.0.0
+    python deploy/cluster.py --listen 0.0.0.0      # one server per core; students open http://HOST:8080
+    python deploy/cluster.py --servers 3 --port 8080 --redis redis://db:6379/0
 
 Why several processes: one Python process runs one student's script at a time per core at best
 (the interpreter lock), so a bigger class needs more processes, each with its own copy of the
@@ -88,6 +88,8 @@ class Cluster:
     nginx: Optional[subprocess.Popen] = None
     cookie_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every app server
+    local_redis: bool = False  # start a private redis-server for the classes (GLASSBOX_REDIS_URL)
+    redis: Optional[subprocess.Popen] = None
 
     @property
     def url(self) -> str:
@@ -106,6 +108,8 @@ class Cluster:
             raise ValueError("at least one server")
         self.port = self.port or free_port()
         try:
+            if self.local_redis:
+                self._start_redis(timeout)
             for i in range(self.servers):
                 self._start_app(i)
             for i, (url, proc) in enumerate(zip(self.upstream_urls, self.procs)):
@@ -131,6 +135,29 @@ class Cluster:
         self.upstream_ports.append(port)
         self.procs.append(proc)
 
+    def _start_redis(self, timeout: float) -> None:
+        """A private redis-server on a free 127.0.0.1 port, nothing written to disk, for the classes."""
+        server = shutil.which("redis-server")
+        if server is None:
+            raise RuntimeError("redis-server is not installed (Debian: apt-get install -y redis-server)")
+        port = free_port()
+        self.redis = subprocess.Popen([server, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                                       "--appendonly", "no", "--dir", str(self.workdir)],
+                                      stdout=(self.workdir / "redis.log").open("wb"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if self.redis.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start; see {self.workdir / 'redis.log'}")
+            time.sleep(0.1)
+        self.env["GLASSBOX_REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+
     def _start_nginx(self, nginx: str, timeout: float) -> None:
         prefix = self.workdir / "nginx"
         prefix.mkdir(exist_ok=True)
@@ -145,11 +172,12 @@ class Cluster:
         wait_healthy(self.url, self.nginx, timeout, prefix / "error.log")
 
     def stop(self) -> None:
-        """Stop nginx, then every app server, by PID (terminate, then kill after 10 s)."""
-        for proc in ([self.nginx] if self.nginx else []) + self.procs:
+        """Stop nginx, then every app server, then Redis, by PID (terminate, then kill after 10 s)."""
+        everything = ([self.nginx] if self.nginx else []) + self.procs + ([self.redis] if self.redis else [])
+        for proc in everything:
             if proc.poll() is None:
                 proc.terminate()
-        for proc in ([self.nginx] if self.nginx else []) + self.procs:
+        for proc in everything:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -165,26 +193,31 @@ class Cluster:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--servers", type=int, default=2, help="app processes behind nginx (default 2)")
+    ap.add_argument("--servers", type=int, default=os.cpu_count() or 2,
+                    help="app processes behind nginx (default: one per core, here %(default)s)")
     ap.add_argument("--port", type=int, default=8080, help="the port students open (default 8080)")
     ap.add_argument("--listen", default="127.0.0.1", help="address nginx listens on (0.0.0.0 for a classroom)")
     ap.add_argument("--server-arg", action="append", default=[], help="extra argument for each streamlit run")
     ap.add_argument("--redis", default=os.environ.get("GLASSBOX_REDIS_URL", ""), metavar="URL",
                     help="keep classes in this Redis (redis://host:port/db), so a student on any server can join "
-                         "a class a teacher opened on another (default: $GLASSBOX_REDIS_URL)")
+                         "a class a teacher opened on another (default: $GLASSBOX_REDIS_URL, else a private "
+                         "redis-server started here when it is installed; 'none': each server keeps its own)")
     args = ap.parse_args(argv)
     if not 1 <= args.servers <= 64:
         ap.error("--servers must be between 1 and 64")
-    if args.servers > 1 and not args.redis:
-        print("note: without --redis each server keeps its own classes; a student must land on the teacher's "
+    local = args.servers > 1 and not args.redis and shutil.which("redis-server") is not None
+    if args.servers > 1 and not args.redis and not local or args.redis == "none":
+        print("note: without Redis each server keeps its own classes; a student must land on the teacher's "
               "server to join (lessons and everything else work as usual)", file=sys.stderr)
+    url = args.redis if args.redis not in ("", "none") else ""
     cluster = Cluster(servers=args.servers, port=args.port, listen_host=args.listen, streamlit_args=args.server_arg,
-                      env={"GLASSBOX_REDIS_URL": args.redis} if args.redis else {})
+                      env={"GLASSBOX_REDIS_URL": url} if url else {}, local_redis=local)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # turns SIGTERM into the finally below
     try:
         cluster.start()
-        print(f"{args.servers} servers ({', '.join(cluster.upstream_urls)}) behind nginx at {cluster.url}; "
-              f"logs in {cluster.workdir}. Ctrl-C stops all.", flush=True)
+        classes = "a private Redis" if local else (url or "each server's own memory")
+        print(f"{args.servers} servers ({', '.join(cluster.upstream_urls)}) behind nginx at {cluster.url}; classes in "
+              f"{classes}; logs in {cluster.workdir}. Ctrl-C stops all.", flush=True)
         while all(p.poll() is None for p in cluster.procs + [cluster.nginx]):
             time.sleep(1)
         print("a process exited; stopping the rest", file=sys.stderr)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,26 +21,37 @@ from collections import Counter
 import pytest
 
 from deploy.cluster import ROOT, ROUTE_COOKIE, UPSTREAM_HEADER, Cluster
-from tests.core.test_classroom import redis_url  # noqa: F401 - a fixture: a redis-server on a free port
 from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_run
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def redis_for_classes(request):
-    """A Redis on 127.0.0.1 for the servers' classes, or None where redis-server cannot be had."""
-    try:
-        return request.getfixturevalue("redis_url")
-    except pytest.skip.Exception:
-        return None
-
-
-@pytest.fixture(scope="module")
-def cluster(redis_for_classes):
-    env = {"GLASSBOX_REDIS_URL": redis_for_classes} if redis_for_classes else {}
-    with Cluster(servers=2, env=env) as c:
+def cluster():
+    """Two servers behind nginx; their classes in a private Redis the cluster starts itself (as
+    `python deploy/cluster.py` does) where redis-server is installed, as CI has it."""
+    with Cluster(servers=2, local_redis=shutil.which("redis-server") is not None) as c:
         yield c
+
+
+def redis_ping(url: str) -> bytes:
+    host, port = re.match(r"redis://([^:/]+):(\d+)", url).groups()
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(b"PING\r\n")
+        return conn.recv(16)
+
+
+def test_the_cluster_starts_its_own_redis_for_the_classes_and_stops_it():
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed here (CI installs it)")
+    with Cluster(servers=1, local_redis=True) as c:
+        url = c.env["GLASSBOX_REDIS_URL"]
+        assert redis_ping(url).startswith(b"+PONG")
+        assert (c.workdir / "redis.log").exists() and not list(c.workdir.glob("*.rdb"))
+        server = c.redis
+    assert server.poll() is not None  # stopped with the cluster
+    with pytest.raises(OSError):
+        redis_ping(url)
 
 
 def fetch(url: str, cookie: str | None = None) -> tuple[str, str]:
@@ -115,10 +128,10 @@ def test_the_classroom_harness_through_the_balancer(cluster, tmp_path):
         assert len(set(upstreams)) == 1, (student, upstreams)  # HTML load and websocket on one server
 
 
-def test_a_student_on_another_server_follows_the_teachers_class(cluster, redis_for_classes, browser):
+def test_a_student_on_another_server_follows_the_teachers_class(cluster, browser):
     """With Redis configured, a class a teacher opens on one server is followed from the other."""
-    if redis_for_classes is None:
-        pytest.skip("redis-server could not be had here: classes stay in each server's memory")
+    if "GLASSBOX_REDIS_URL" not in cluster.env:
+        pytest.skip("redis-server is not installed here: classes stay in each server's memory")
     (teacher_server, teacher_route), (student_server, student_route) = sorted(routes_to_each_server(cluster).items())
     assert teacher_server != student_server
     t_context, teacher = pinned_page(browser, cluster, teacher_route, 1024, 768)
