@@ -925,7 +925,7 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
     p(f"\n## Classroom: {meta['students']} students for {meta['seconds']:.0f} s on {meta['url']}")
     p(f"think {args.think:g} s, {args.clicks_per_page} clicks per page, {meta['trainers']} trainers, "
       f"runner.postScriptGC {meta['gc']}, server start {ms(meta.get('server_start'))}, "
-      f"warm-up page {ms(meta.get('warmup'))}, {os.cpu_count()} cores, "
+      f"warm-up page {ms(meta.get('warmup'))}, server quiet {ms(meta['settled']) + ' later' if meta.get('settled') else 'not awaited'}, {os.cpu_count()} cores, "
       f"load average {meta['load_before'][0]:.2f} before / {meta['load_after'][0]:.2f} after "
       f"(1-min; other work on the machine counts in it)")
     if meta.get("balancer"):
@@ -1080,6 +1080,24 @@ def warm_up(url: str, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
+def settle(pids: list[int], limit: float, idle_share: float = 0.1, quiet_for: float = 2.0) -> Optional[float]:
+    """Wait until the servers have finished their start-up warm-up (ui.warmup): their CPU stays under
+    `idle_share` of a core for `quiet_for` seconds. Returns the seconds waited, or None after `limit`."""
+    t0 = time.perf_counter()
+    last, quiet_since = procs_sample(pids), time.perf_counter()
+    while time.perf_counter() - t0 < limit:
+        time.sleep(0.5)
+        now = procs_sample(pids)
+        if now is None or last is None:
+            return None
+        if (now[0] - last[0]) / 0.5 > idle_share * len(pids):
+            quiet_since = time.perf_counter()
+        elif time.perf_counter() - quiet_since >= quiet_for:
+            return time.perf_counter() - t0
+        last = now
+    return None
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1100,6 +1118,9 @@ def parse_args(argv=None):
     ap.add_argument("--gc-stats", action="store_true",
                     help="time the server's full garbage collections (gc.callbacks in a bootstrap; app untouched)")
     ap.add_argument("--cold", action="store_true", help="no warm-up visit: the students pay the torch import")
+    ap.add_argument("--settle", type=float, default=90, metavar="S",
+                    help="after the warm-up visit, wait up to S s for the servers' start-up warm-up to finish "
+                         "(their CPU quiet), as a teacher starts the server before the class (0: do not wait)")
     ap.add_argument("--rerun-timeout", type=float, default=60, help="seconds a rerun may take before it counts as failed")
     ap.add_argument("--first-timeout", type=float, default=120, help="seconds the first page may take")
     ap.add_argument("--seed", type=int, default=0, help="seed of the students' inputs and clicks")
@@ -1153,6 +1174,8 @@ def main(argv=None) -> int:
         if not args.cold:  # the teacher's visit; behind the balancer, one to each server directly
             targets = cluster.upstream_urls if cluster is not None else [url]
             meta["warmup"] = max(warm_up(target, args.first_timeout) for target in targets)
+            if args.settle > 0 and pids:
+                meta["settled"] = settle(pids, args.settle)
 
         Classroom.profiles = make_profiles(args.students, meta["trainers"], args.seed)
         Classroom.records = {}

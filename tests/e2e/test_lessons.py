@@ -61,8 +61,11 @@ def test_walk_a_whole_lesson_in_presenter_mode(server_url, page):
     _wait_for_step(page, 1, n)
     assert not page.locator("[data-testid='stSidebar']").is_visible()  # no app chrome on the projector
     assert_no_exception(page)
+    page.locator(".st-key-lesson_next button").wait_for(state="visible", timeout=120_000)
     page.screenshot(path=str(SCREENSHOTS / "lesson_present_1.png"))
     for k in range(2, n + 1):
+        # A presenter presses the key once the bar's buttons are drawn (their shortcuts live on them).
+        page.locator(".st-key-lesson_next button").wait_for(state="visible", timeout=120_000)
         page.locator("body").press("ArrowRight")
         _wait_for_step(page, k, n)
         assert f"step={k}" in page.url and "present=1" in page.url
