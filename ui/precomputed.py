@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 # Each result also depends on its own memo's module (ui/<page>_runs.py), digested apart, so a change to
 # one page's runs only retires that page's results. The views are not included: they only choose the
 # arguments, and a view that asks for other arguments simply misses the asset.
-COMMON_GLOBS = ("core/**/*.py", "ui/runs.py", "ui/models.py", "ui/memo.py", "ui/precomputed.py", "ui/sidebar.py",
-                "assets/models/*")
+COMMON_GLOBS = ("core/**/*.py", "ui/runs.py", "ui/models.py", "ui/memo.py", "ui/precomputed.py", "assets/models/*")
 ALLOWED_PACKAGES = ("core.", "ui.")
 
 
