@@ -8,7 +8,7 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
-from ui import lessons_bar, warmup
+from ui import activity, lessons_bar, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
@@ -16,6 +16,7 @@ from ui.nav import sections
 torch.set_num_threads(1)
 
 warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
+activity.touch()  # this session is using the server (training shares it while others do: ui/train_runs.py)
 
 st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide",
                    initial_sidebar_state="collapsed" if lessons_bar.presenting() else "auto")  # ?present=1

@@ -4,8 +4,8 @@ A page's first visit used to compute, on the request path, work that is the same
 with a given model at the page's default settings: timing sweeps, random stacks, head rankings,
 accuracies, parameter counts. With thirty students opening the app at once those computations
 queued behind each other on two cores. `python -m ui.precomputed --write` opens every page with
-every bundled model (AppTest, default settings), records which process-wide memos (ui.memo) each
-visit asks for, and writes their results to assets/precomputed/results.json.gz. A memo miss looks
+every bundled model (AppTest, default settings) and every step of every bundled lesson, records
+which process-wide memos (ui.memo) each visit asks for, and writes their results to assets/precomputed/results.json.gz. A memo miss looks
 here before computing (ui.memo.Memo), so a new server answers those visits at once.
 
 The asset carries digests of the code that made it (core/, the memo and model plumbing, the bundled
@@ -288,12 +288,20 @@ def machine() -> str:
 
 
 def visits() -> list[tuple[str, dict]]:
-    """(page file, query) of every default visit the asset covers: each page with each bundled model."""
+    """(page file, query) of every visit the asset covers: each page with each bundled model at its
+    default settings, then every step of every bundled lesson (a class following its teacher opens
+    exactly those views, all at once)."""
+    from core import lessons
     from ui import models
     from ui.nav import PAGES
 
     ids = [e["id"] for e in models.manifest()]
-    return [(page.path, {"model": model_id}) for page in PAGES if page.exists for model_id in ids]
+    wanted = [(page.path, {"model": model_id}) for page in PAGES if page.exists for model_id in ids]
+    for lesson in lessons.bundled():
+        for step in lesson.steps:
+            wanted.append((f"pages/{step.page}", dict(step.query)))
+    unique = {(path, tuple(sorted(query.items()))): (path, query) for path, query in wanted}
+    return list(unique.values())
 
 
 def record(timeout: float = 600) -> tuple[list, list[str]]:

@@ -91,13 +91,10 @@ _SHARE = ShareClock(TRAIN_SHARE)
 
 
 def others_online() -> bool:
-    """Whether other browser sessions are connected to this server (False under AppTest: no server)."""
-    try:
-        from streamlit import runtime
+    """Whether other students used this server in the last seconds (ui.activity; idle open tabs do not count)."""
+    from ui import activity
 
-        return runtime.exists() and runtime.get_instance()._session_mgr.num_active_sessions() > 1
-    except Exception:  # noqa: BLE001 - a Streamlit without this bookkeeping: behave as alone
-        return False
+    return activity.others_active()
 
 
 @contextlib.contextmanager

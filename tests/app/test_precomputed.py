@@ -148,6 +148,36 @@ def test_a_default_visit_computes_nothing_input_independent_live(page, model, mo
     assert not missed, f"{page} computed these live although they do not depend on the input: {missed}"
 
 
+def lesson_steps(pages: set[str]) -> list[tuple[str, str, int]]:
+    from core import lessons
+
+    return [(f"pages/{s.page}", lesson.id, k) for lesson in lessons.bundled()
+            for k, s in enumerate(lesson.steps) if s.page in pages][:6]
+
+
+@pytest.mark.parametrize("page, lesson, k", lesson_steps({"cost.py", "depth.py", "generation.py", "masks.py"}))
+def test_a_lesson_step_computes_nothing_input_independent_live(page, lesson, k, monkeypatch):
+    """A class following its teacher opens each step's view all at once: the asset covers them."""
+    from core import lessons
+
+    step = next(x for x in lessons.bundled() if x.id == lesson).steps[k]
+    live = []
+    real = P.lookup
+
+    def watching(memo_name, key):
+        found, value = real(memo_name, key)
+        if not found:
+            live.append(memo_name)
+        return found, value
+
+    monkeypatch.setattr(P, "lookup", watching)
+    at = page_at(page, dict(step.query))
+    assert_ok(at)
+    names = dict(registered())
+    missed = sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+    assert not missed, f"step {k + 1} of {lesson} ({page} {dict(step.query)}) computed these live: {missed}"
+
+
 # Shippable memos whose results the codec does not store (Arrow tables): computed live, and cheap.
 NOT_STORED = {"ui.positions_runs:order_answers", "ui.positions_runs:shift_table"}
 

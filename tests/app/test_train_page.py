@@ -243,8 +243,18 @@ def test_the_share_clock_says_no_after_its_wait():
     assert not clock.start(wait=0.05)
 
 
-def test_alone_on_the_server_training_is_not_shared():
-    assert train_runs.others_online() is False  # AppTest and plain tests have no server sessions
+def test_training_is_shared_only_while_other_students_use_the_server(monkeypatch):
+    from ui import activity
+
+    monkeypatch.setattr(activity, "_LAST_RUN", {})
+    assert not activity.others_active("me", now=100.0)  # alone
+    activity.touch("me", now=100.0)
+    assert not activity.others_active("me", now=100.0)  # my own runs do not count
+    activity.touch("classmate", now=95.0)
+    assert activity.others_active("me", now=100.0)
+    assert not activity.others_active("me", now=95.0 + activity.ACTIVE_SECONDS + 1)  # an idle open tab stops counting
+    activity.touch("me", now=2000.0)
+    assert "classmate" not in activity._LAST_RUN  # forgotten after a while
 
 
 def _valid_checkpoint() -> bytes:
