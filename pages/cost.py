@@ -20,7 +20,8 @@ header(
     "width. It does all of that work in one step, where a recurrence needs n steps in a row. And any two "
     "positions are one hop apart, where a recurrence passes information along n steps. The price is the n×n "
     "matrix of scores: memory that grows with the square of the input, unless attention is computed in chunks "
-    "that never hold it whole. Every curve below is measured here, on this machine, while you watch.",
+    "that never hold it whole. Every curve below is measured, on this server or on the machine that built "
+    "this copy of the app (each caption says which).",
     r"\underbrace{O(n^2 d)}_{\text{attention}} \text{ vs } \underbrace{O(n d^2)}_{\text{RNN}} \qquad "
     r"\text{steps: } O(1) \text{ vs } O(n) \qquad \text{path: } O(1) \text{ vs } O(n)",
 )

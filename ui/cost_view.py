@@ -63,8 +63,10 @@ def seed_url(sel: Selection) -> None:
 
 def controls(sel: Selection) -> A.Setting:
     """The sweep's controls in one row: width d, heads, block b and the longest n."""
-    st.markdown(f"**What is measured, on this machine's `{sel.device}`.** Every figure below marked *measured* "
-                "was timed or counted here, in this process; nothing is copied from a paper.")
+    st.markdown(f"**What is measured, on a real `{sel.device}`.** Every figure below marked *measured* was timed or "
+                "counted by this app, never copied from a paper: on this server when you pick a setting nobody picked "
+                "before or press **Measure again**, and for the settings a default visit or a lesson opens, on the "
+                "machine that built this copy (each caption says which).")
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
     d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)",
                      help="Attention costs about n²·d, the recurrent layer n·d²: d moves the crossover.")
@@ -104,8 +106,8 @@ def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
 def stamp(sweep: dict, shipped: Optional[str] = None) -> str:
     """Where and when a sweep was measured (`shipped`: ui.precomputed's note when the build measured it)."""
     if shipped:
-        return (f"A cached measurement, {shipped} (one CPU thread, {sweep['measured_at']}), shown to every student at "
-                "the default setting; **Measure again** times this server.")
+        return (f"A cached measurement, {shipped} (one CPU thread), shown to every student at this setting; "
+                "**Measure again** times this server.")
     where = "this machine's CPU, one thread" if sweep["device"] == "cpu" else f"this machine's {sweep['device']}"
     return (f"Measured on {where}, {sweep['measured_at']}: a cached measurement, taken once per server for each "
             "setting and shown to every student.")

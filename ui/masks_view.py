@@ -604,7 +604,7 @@ def cost_panel(d: Optional[Drawn]) -> None:
     st.markdown(
         "Dense attention scores every pair: n² of them per head, so doubling the input quadruples the work. A "
         "block-diagonal mask with blocks of b scores only n·b pairs, and a kernel that skips the blocked pairs does "
-        "n/b small b×b problems. The work then shrinks by the factor b/n. Below it is timed on this machine, in one "
+        "n/b small b×b problems. The work then shrinks by the factor b/n. Below it is timed on a real CPU, in one "
         f"run, for n up to 2,048 (longer than the {MAX_EDIT_N}-token editor: no pattern is drawn here)."
     )
     st.latex(r"\text{dense: } O(n^2 d) \qquad \text{block-sparse: } O(n\,b\,d)"
