@@ -218,6 +218,7 @@ class Run:
     kind: str
     page: str
     status: int = -1
+    reran: bool = False  # the script called st.rerun() (e.g. a section widget that changes the whole page)
     seconds: float = 0.0
     bytes: int = 0
     messages: int = 0
@@ -276,6 +277,9 @@ class Session:
         self.page_hash = ""
         self.query = ""  # the URL's query string, as the app last wrote it (page_info_changed)
         self.widgets: dict[str, tuple[str, object, int]] = {}  # id -> (kind, proto, root container)
+        # id -> the fragment (st.fragment section) that drew the widget, "" for the page's own: the browser
+        # reruns only that fragment when the widget changes, and so does a simulated click.
+        self.widget_fragment: dict[str, str] = {}
         self.values: dict[str, WidgetState] = {}  # widget id -> the state this client set
         self.cache: dict[str, list] = {}  # message hash -> [serialised ForwardMsg, age]
         self.auto: Optional[tuple[str, float]] = None  # (fragment_id, interval) of a self-rerunning fragment
@@ -312,8 +316,9 @@ class Session:
     # -- one rerun -------------------------------------------------------------------------
     def rerun(self, kind: str, page: str, *, query: Optional[str] = None, page_hash: Optional[str] = None,
               page_name: str = "", widgets: tuple[WidgetState, ...] = (), fragment_id: str = "",
-              timeout: Optional[float] = None) -> Run:
-        """Send one rerun_script and read ForwardMsgs until its script_finished."""
+              auto: bool = False, timeout: Optional[float] = None) -> Run:
+        """Send one rerun_script and read ForwardMsgs until its script_finished. With `fragment_id`, only
+        that fragment reruns: a widget in it changed (`auto` False) or its run_every timer fired (True)."""
         if self.ws is None:
             self.connect()
         msg = BackMsg()
@@ -323,7 +328,7 @@ class Session:
         cs.page_name = page_name
         if fragment_id:
             cs.fragment_id = fragment_id
-            cs.is_auto_rerun = True
+            cs.is_auto_rerun = auto
         states = {w.id: w for w in self.values.values() if w.id in self.widgets}
         states.update({w.id: w for w in widgets})
         cs.widget_states.widgets.extend(states.values())
@@ -393,6 +398,7 @@ class Session:
             elif kind_ == "script_finished":
                 status = fmsg.script_finished
                 if status == FINISHED_EARLY:  # the script called st.rerun(); its next run follows
+                    run.reran = True
                     continue
                 run.seconds = time.perf_counter() - t0
                 run.status = status
@@ -419,6 +425,7 @@ class Session:
             run.error_alerts.append(el.body[:200])
         if el_kind in WIDGETS and getattr(el, "id", ""):
             new_widgets[el.id] = (el_kind, el, root)
+            self.widget_fragment[el.id] = delta.fragment_id
         texts = element_texts(el_kind, el)
         if texts:
             (run.main_text if root == MAIN else run.side_text).extend(texts)
@@ -445,6 +452,11 @@ class Session:
                 self.values[wid] = state
                 return f"{kind} '{el.label[:40]}'", state
         return None
+
+    def fragment_of(self, state: WidgetState) -> str:
+        """The fragment a widget belongs to ("" for the page): the browser sends its change as a rerun
+        of that fragment alone (Delta.fragment_id of the element that drew it)."""
+        return self.widget_fragment.get(state.id, "")
 
     def button(self, key_suffix: str) -> Optional[WidgetState]:
         """A press of the button whose id ends with `-key_suffix` (a trigger: sent once, not kept)."""
@@ -632,14 +644,17 @@ class Student(User):
                 self.trained = True
                 self.record.train_started = time.perf_counter()
                 self.do("train", lambda s: s.rerun("train", self.page, widgets=(press,),
+                                                   fragment_id=s.fragment_of(press),
                                                    timeout=Classroom.rerun_timeout))
                 return
         if self.clicks_here < Classroom.clicks_per_page and self.page_ok:
             picked = self.session.click(self.rng)
             self.clicks_here += 1
             if picked is not None:
-                self.do("click", lambda s: s.rerun("click", self.page, widgets=(picked[1],),
-                                                   timeout=Classroom.rerun_timeout))
+                fragment = self.session.fragment_of(picked[1])
+                kind = "section" if fragment else "click"
+                self.do(kind, lambda s: s.rerun(kind, self.page, widgets=(picked[1],), fragment_id=fragment,
+                                                timeout=Classroom.rerun_timeout))
                 return
         self.page_at += 1
         self.clicks_here = 0
@@ -664,7 +679,7 @@ class Student(User):
         fragment_id = self.session.auto[0]
         self.last_tick = time.perf_counter()
         self.record.train_ticks += 1
-        self.do("tick", lambda s: s.rerun("tick", self.page, fragment_id=fragment_id,
+        self.do("tick", lambda s: s.rerun("tick", self.page, fragment_id=fragment_id, auto=True,
                                           timeout=Classroom.rerun_timeout))
         if self.session is not None and self.session.auto is None and self.record.train_started is not None \
                 and self.record.train_seconds is None:
@@ -718,6 +733,9 @@ class Student(User):
     def note(self, run: Run) -> None:
         rec = self.record
         rec.runs.append((run.kind, run.page, run.seconds, run.bytes))
+        if run.kind == "section" and run.status != FINISHED_FRAGMENT and not run.reran:
+            rec.failures.append(f"a click in a section of /{run.page} did not finish as a fragment run "
+                                f"(script_finished {run.status})")
         rec.exceptions.extend(run.exceptions)
         rec.error_alerts.extend(run.error_alerts)
         if not rec.pages or rec.pages[-1] != run.page:
@@ -931,7 +949,7 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
     if meta.get("balancer"):
         p(meta["balancer"])
     all_runs = [r for rec in records for r in rec.runs]
-    by_kind = {k: [r[2] for r in all_runs if r[0] == k] for k in ("open", "click", "page", "train", "tick")}
+    by_kind = {k: [r[2] for r in all_runs if r[0] == k] for k in ("open", "click", "section", "page", "train", "tick")}
     reruns = [r[2] for r in all_runs if r[0] != "tick"]
     exceptions = [e for rec in records for e in rec.exceptions]
     failures = [f for rec in records for f in rec.failures]
@@ -953,7 +971,9 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
     p("|---|---|---|---|---|")
     p(latency_row("every rerun (not ticks)", reruns))
     p(latency_row("first page (all at once)", by_kind["open"]))
-    p(latency_row("click (widget change)", by_kind["click"]))
+    p(latency_row("click (any widget change)", by_kind["click"] + by_kind["section"]))
+    p(latency_row("  in a section (its fragment reruns)", by_kind["section"]))
+    p(latency_row("  page-wide (the whole page reruns)", by_kind["click"]))
     p(latency_row("page switch", by_kind["page"]))
     p(latency_row("Train button", by_kind["train"]))
     p(latency_row("training tick (fragment)", by_kind["tick"]))
@@ -1053,7 +1073,8 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
         "meta": meta,
         "pages": {page: sorted(r[2] for r in all_runs if r[1] == page and r[0] != "tick") for page in PAGES},
         "latency": {k: {"n": len(v), "p50": pct(v, 0.5) if v else None, "p95": pct(v, 0.95) if v else None,
-                        "max": max(v) if v else None} for k, v in {"all": reruns, **by_kind}.items()},
+                        "max": max(v) if v else None} for k, v in {"all": reruns, "clicks": by_kind["click"] + by_kind["section"],
+                                                       **by_kind}.items()},
         "first_page": {rec.profile.index: rec.first_page for rec in records},
         "exceptions": len(exceptions), "failures": len(failures), "foreign": len(foreign), "unfinished": waiting,
         "upstreams": {rec.profile.index: rec.upstreams for rec in records},

@@ -310,6 +310,9 @@ def record(timeout: float = 600) -> tuple[list, list[str]]:
     from streamlit.testing.v1 import AppTest
 
     from ui import memo as M
+    from ui.testing import scan_components_once
+
+    scan_components_once()
 
     calls: list = []
     seen: set = set()

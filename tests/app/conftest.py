@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.testing import scan_components_once
+
+scan_components_once()  # each AppTest would rescan every installed package for components (~0.3 s)
+
 TIMEOUT = 60
 ROOT = Path(__file__).resolve().parents[2]  # AppTest resolves relative paths against the caller's folder
 

@@ -123,6 +123,9 @@ def test_the_classroom_harness_through_the_balancer(cluster, tmp_path):
     result = json.loads(out.read_text())
     assert (result["exceptions"], result["failures"], result["foreign"]) == (0, 0, 0), run.stdout[-3000:]
     assert all(t is not None for t in result["first_page"].values()), run.stdout[-3000:]
+    # Clicks in a page's sections went out as fragment reruns, as the browser sends them (a section
+    # click answered by a whole-page run counts as a failure above).
+    assert result["latency"]["section"]["n"] > 0 and result["latency"]["click"]["n"] > 0, run.stdout[-3000:]
     for student, upstreams in result["upstreams"].items():
         assert upstreams and all(upstreams), (student, upstreams)  # every request went through nginx
         assert len(set(upstreams)) == 1, (student, upstreams)  # HTML load and websocket on one server
