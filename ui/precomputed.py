@@ -287,16 +287,45 @@ def machine() -> str:
     return f"{name}, {os.cpu_count()} cores"
 
 
+# The choices a student explores from a page's default view, each visited with every bundled model:
+# (page file, view module, URL parameter, other parameters of that visit). Their model-only results
+# (a head ranking, the scores under each positional scheme, each stack's profile ...) are then shipped
+# too, so switching a view is as quick as opening the page. Sliders are not walked: too many values.
+EXPLORED = (
+    ("pages/attention.py", "ui.attention_view", "view", {}),
+    ("pages/heads.py", "ui.heads_view", "view", {}),
+    ("pages/heads.py", "ui.heads_view", "mode", {"view": "ablation"}),
+    ("pages/masks.py", "ui.masks_view", "preset", {}),
+    ("pages/positions.py", "ui.positions_view", "swap", {}),
+    ("pages/depth.py", "ui.depth_view", "stack", {}),
+    ("pages/generation.py", "ui.generation_view", "attn", {}),
+)
+# Work behind a button that needs nothing but the bundled models: one visit asks for it.
+ON_REQUEST = (("pages/positions.py", {"model": "induction-rope", "ext": "20"}),)
+
+
+def explored(ids: list[str]) -> list[tuple[str, dict]]:
+    """(page file, query) for every choice in EXPLORED, with every model in `ids`."""
+    wanted = []
+    for path, module, name, extra in EXPLORED:
+        param = getattr(importlib.import_module(module).URL, name)
+        for choice in param.choices:
+            for model_id in ids:
+                wanted.append((path, {"model": model_id, **extra, name: param.text(choice)}))
+    return wanted
+
+
 def visits() -> list[tuple[str, dict]]:
     """(page file, query) of every visit the asset covers: each page with each bundled model at its
-    default settings, then every step of every bundled lesson (a class following its teacher opens
-    exactly those views, all at once)."""
+    default settings, each explored choice (EXPLORED, ON_REQUEST), then every step of every bundled
+    lesson (a class following its teacher opens exactly those views, all at once)."""
     from core import lessons
     from ui import models
     from ui.nav import PAGES
 
     ids = [e["id"] for e in models.manifest()]
     wanted = [(page.path, {"model": model_id}) for page in PAGES if page.exists for model_id in ids]
+    wanted += explored(ids) + [(path, dict(query)) for path, query in ON_REQUEST]
     for lesson in lessons.bundled():
         for step in lesson.steps:
             wanted.append((f"pages/{step.page}", dict(step.query)))
@@ -363,9 +392,12 @@ def write(path: Path = ASSET) -> dict:
         if not shippable(memo_):
             continue
         found, value = memo_.peek(*args, **kwargs)
-        if not found:
-            skipped[memo_.name] = "evicted before the write"
-            continue
+        if not found:  # pushed out of its bounded memo by later visits: compute it again, store nothing
+            try:
+                value = memo_.func(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - a visit that failed is reported, not shipped
+                skipped[memo_.name] = f"recomputing it failed: {e!r}"[:200]
+                continue
         try:
             entries.append({"memo": memo_.name, "args": encode(args), "kwargs": encode(kwargs),
                             "value": encode(value)})

@@ -179,7 +179,37 @@ def test_a_lesson_step_computes_nothing_input_independent_live(page, lesson, k, 
 
 
 # Shippable memos whose results the codec does not store (Arrow tables): computed live, and cheap.
-NOT_STORED = {"ui.positions_runs:order_answers", "ui.positions_runs:shift_table"}
+NOT_STORED = {"ui.positions_runs:order_answers", "ui.positions_runs:shift_table", "ui.positions_runs:length_view"}
+
+
+def explored_samples() -> list[tuple[str, dict]]:
+    """A few explored choices (ui.precomputed.EXPLORED, ON_REQUEST): a view switch, the ablation mode, a
+    positional scheme, a stack, and the extrapolation run behind its button."""
+    wanted = {("pages/heads.py", "roles"), ("pages/heads.py", "mean"), ("pages/positions.py", "sinusoidal"),
+              ("pages/depth.py", "encoder"), ("pages/masks.py", "sliding")}
+    picked = [(path, q) for path, q in P.explored(["sort-encdec"]) if (path, list(q.values())[-1]) in wanted]
+    return picked + [(path, dict(q)) for path, q in P.ON_REQUEST]
+
+
+@pytest.mark.parametrize("page, query", explored_samples(), ids=lambda x: str(x))
+def test_an_explored_choice_computes_nothing_input_independent_live(page, query, monkeypatch):
+    """Switching a page's view, scheme, stack or preset, or asking for the extrapolation run, finds its
+    model-only results shipped."""
+    live = []
+    real = P.lookup
+
+    def watching(memo_name, key):
+        found, value = real(memo_name, key)
+        if not found:
+            live.append(memo_name)
+        return found, value
+
+    monkeypatch.setattr(P, "lookup", watching)
+    at = page_at(page, query)
+    assert_ok(at)
+    names = dict(registered())
+    missed = sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+    assert not missed, f"{page} {query} computed these live: {missed}"
 
 
 def registered():
