@@ -127,10 +127,8 @@ def test_shipped_deterministic_results_equal_what_the_code_computes_now(name):
         same(P.decode(e["value"]), memo_.func(*args, **kwargs), f"{name}{args}")
 
 
-@pytest.mark.parametrize("page, model", [("pages/cost.py", None), ("pages/depth.py", None),
-                                         ("pages/heads.py", "induction-rope"), ("pages/generation.py", "reverse-encdec"),
-                                         ("pages/positions.py", "recall-decoder"), ("pages/train.py", None)])
-def test_a_default_visit_computes_nothing_input_independent_live(page, model, monkeypatch):
+def computed_live(page: str, query, monkeypatch) -> list[str]:
+    """Open the page; the shippable memos (input-independent, storable) it had to compute live."""
     live = []
     real = P.lookup
 
@@ -141,10 +139,17 @@ def test_a_default_visit_computes_nothing_input_independent_live(page, model, mo
         return found, value
 
     monkeypatch.setattr(P, "lookup", watching)
-    at = page_at(page, {"model": model} if model else None)
+    at = page_at(page, query)
     assert_ok(at)
-    names = {name: memo_ for name, memo_ in registered()}
-    missed = sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+    names = dict(registered())
+    return sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+
+
+@pytest.mark.parametrize("page, model", [("pages/cost.py", None), ("pages/depth.py", None),
+                                         ("pages/heads.py", "induction-rope"), ("pages/generation.py", "reverse-encdec"),
+                                         ("pages/positions.py", "recall-decoder"), ("pages/train.py", None)])
+def test_a_default_visit_computes_nothing_input_independent_live(page, model, monkeypatch):
+    missed = computed_live(page, {"model": model} if model else None, monkeypatch)
     assert not missed, f"{page} computed these live although they do not depend on the input: {missed}"
 
 
@@ -161,20 +166,7 @@ def test_a_lesson_step_computes_nothing_input_independent_live(page, lesson, k, 
     from core import lessons
 
     step = next(x for x in lessons.bundled() if x.id == lesson).steps[k]
-    live = []
-    real = P.lookup
-
-    def watching(memo_name, key):
-        found, value = real(memo_name, key)
-        if not found:
-            live.append(memo_name)
-        return found, value
-
-    monkeypatch.setattr(P, "lookup", watching)
-    at = page_at(page, dict(step.query))
-    assert_ok(at)
-    names = dict(registered())
-    missed = sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+    missed = computed_live(page, dict(step.query), monkeypatch)
     assert not missed, f"step {k + 1} of {lesson} ({page} {dict(step.query)}) computed these live: {missed}"
 
 
@@ -195,20 +187,7 @@ def explored_samples() -> list[tuple[str, dict]]:
 def test_an_explored_choice_computes_nothing_input_independent_live(page, query, monkeypatch):
     """Switching a page's view, scheme, stack or preset, or asking for the extrapolation run, finds its
     model-only results shipped."""
-    live = []
-    real = P.lookup
-
-    def watching(memo_name, key):
-        found, value = real(memo_name, key)
-        if not found:
-            live.append(memo_name)
-        return found, value
-
-    monkeypatch.setattr(P, "lookup", watching)
-    at = page_at(page, query)
-    assert_ok(at)
-    names = dict(registered())
-    missed = sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+    missed = computed_live(page, query, monkeypatch)
     assert not missed, f"{page} {query} computed these live: {missed}"
 
 
