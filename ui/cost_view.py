@@ -12,7 +12,6 @@ changes only that section: it is a fragment (`@st.fragment`).
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Optional
 
 import pandas as pd
@@ -23,7 +22,7 @@ from core.analysis import cost as A
 from core.families import SIZE_PRESETS
 from ui import cost_runs as R
 from ui import precomputed
-from ui.page import try_this
+from ui.page import csv_download, try_this
 from ui.params import Choice, Params
 from ui.sidebar import Selection
 
@@ -92,15 +91,9 @@ def with_progress(fn, *args, label: str):
         bar.empty()
 
 
-def csv_bytes(rows: list[dict]) -> bytes:
-    """One table as CSV."""
-    return pd.DataFrame(rows).to_csv(index=False).encode()
-
-
 def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
     """A CSV export of one measured table, written when the button is pressed (not on every rerun)."""
-    st.download_button(label, partial(csv_bytes, rows), file_name=f"glassbox-cost-{name}.csv",
-                       mime="text/csv", icon=":material/table:", key=f"cost.csv.{name}", on_click="ignore")
+    csv_download(rows, f"glassbox-cost-{name}.csv", f"cost.csv.{name}", label)
 
 
 def stamp(sweep: dict, shipped: Optional[str] = None) -> str:

@@ -24,7 +24,7 @@ from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui import generation_runs as R
 from ui import precomputed
-from ui.page import try_this
+from ui.page import csv_download, try_this
 from ui.params import Choice, Int, Params
 from ui.sidebar import Selection
 
@@ -55,8 +55,7 @@ DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
 
 def csv_button(rows, name: str, key: str) -> None:
     """A download button for a measured table (a list of dicts or a DataFrame) as CSV."""
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    st.download_button("Download CSV", frame.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
+    csv_download(rows, name, key)
 
 
 def offer_encdec(sel: Selection, what: str, key: str) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import pandas as pd
 import streamlit as st
 
 from ui import query
@@ -15,6 +18,19 @@ def header(title: str, idea: str, equation: str | None = None) -> None:
     st.markdown(idea)
     if equation:
         st.latex(equation)
+
+
+def csv_bytes(rows) -> bytes:
+    """A table (a DataFrame, or a list of dicts) as CSV."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    return frame.to_csv(index=False).encode()
+
+
+def csv_download(rows, file_name: str, key: str, label: str = "Download CSV") -> None:
+    """A CSV export of one table, written when the button is pressed rather than on every rerun (a
+    callable as the button's data: Streamlit defers it), so a click elsewhere in the section stays cheap."""
+    st.download_button(label, partial(csv_bytes, rows), file_name=file_name, mime="text/csv",
+                       icon=":material/table:", key=key, on_click="ignore")
 
 
 def try_this(*prompts: str) -> None:

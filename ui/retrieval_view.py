@@ -22,7 +22,7 @@ from streamlit.errors import StreamlitAPIException
 from core.analysis import retrieval as A
 from ui import models
 from ui import retrieval_runs as R
-from ui.page import try_this
+from ui.page import csv_download, try_this
 from ui.params import Choice, Float, Int, Params, general
 from ui.sidebar import Selection
 
@@ -64,8 +64,7 @@ def seed_url(sel: Selection) -> None:
 
 def csv_button(frame: pd.DataFrame, name: str, key: str) -> None:
     """A download of one measured table or curve as CSV."""
-    st.download_button("Download CSV", frame.to_csv(index=False).encode(), file_name=f"{name}.csv", mime="text/csv",
-                       icon=":material/table:", key=key, on_click="ignore")
+    csv_download(frame, f"{name}.csv", key)
 
 
 def edited_table(frame: pd.DataFrame, key: str, columns: dict) -> pd.DataFrame:

@@ -85,3 +85,24 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
     assert after != before, "the estimate did not follow the edited table"
     assert 9.0 in after
     assert_no_exception(page)
+
+
+def test_a_csv_download_is_written_when_pressed(server_url, page):
+    """The CSV buttons hand Streamlit a callable (ui.page.csv_download): the file is made on the click,
+    and it holds the panel's table for the settings on screen."""
+    open_page(page, server_url, timeout=180_000)
+    open_page(page, f"{server_url}/retrieval?qnorm=300", timeout=180_000, last=LAST)
+    wait_for_charts(page, 9)
+    button = page.locator("[data-testid='stDownloadButton']").first
+    button.scroll_into_view_if_needed()
+    with page.expect_download(timeout=60_000) as info:
+        button.locator("button").click()
+    download = info.value
+    assert download.suggested_filename == "retrieval_estimates.csv"
+    lines = open(download.path(), encoding="utf-8").read().splitlines()
+    assert lines[0] == "x,attention,nadaraya_watson_key_space,nadaraya_watson_x"
+    rows = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+    assert len(rows) > 10 and np.all(np.isfinite(rows))
+    # |q| = 300 and equal key norms: attention and the key-space estimate agree to rounding error
+    assert np.max(np.abs(rows[:, 1] - rows[:, 2])) < 1e-9
+    assert_no_exception(page)
