@@ -4,7 +4,7 @@
 FROM python:3.11-slim-bookworm
 
 WORKDIR /app
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2
 
 # torch's CPU build from PyTorch's own index first: from PyPI, Linux gets the CUDA build with
 # gigabytes of libraries. For a GPU image, use an NVIDIA CUDA base image and the cu128 index (README).

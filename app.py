@@ -8,13 +8,14 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
-from ui import activity, lessons_bar, warmup
+from ui import activity, allocator, lessons_bar, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
 # made small-model runs and training chunks many times slower on a 2-core server.
 torch.set_num_threads(1)
 
+allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
 warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
 activity.touch()  # this session is using the server (training shares it while others do: ui/train_runs.py)
 

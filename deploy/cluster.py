@@ -126,6 +126,9 @@ class Cluster:
         # One cookie secret for all servers (in the environment, not on the command line where `ps`
         # shows it): a browser moved to another server when its own one died keeps a valid XSRF cookie.
         env = dict(os.environ, **self.env, STREAMLIT_SERVER_COOKIE_SECRET=self.cookie_secret)
+        # Two malloc arenas from the first allocation (ui/allocator.py can only cap them once app.py runs):
+        # after a class leaves, the server's memory comes back near its baseline.
+        env.setdefault("MALLOC_ARENA_MAX", "2")
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,14 @@ def fetch(url: str, cookie: str | None = None) -> tuple[str, str]:
         routes = [c.split(";", 1)[0] for c in r.headers.get_all("Set-Cookie") or [] if c.startswith(ROUTE_COOKIE + "=")]
         assert len(routes) == 1, r.headers.get_all("Set-Cookie")
         return r.headers[UPSTREAM_HEADER], routes[0]
+
+
+def test_every_app_server_runs_with_two_malloc_arenas(cluster):
+    """From its first allocation (ui/allocator.py can only cap them once app.py runs): after a class leaves,
+    a server's memory comes back near its baseline."""
+    for proc in cluster.procs:
+        environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+        assert b"MALLOC_ARENA_MAX=2" in environ, proc.args
 
 
 def test_new_browsers_spread_and_each_stays_on_its_server(cluster):
