@@ -3,6 +3,7 @@
     python bench/first_visit.py                     # every page in ui/nav.py, one table
     python bench/first_visit.py --root /tmp/base    # the same bench against another checkout
     python bench/first_visit.py --pages masks,depth
+    python bench/first_visit.py --same-browser      # every tab in one browser that has the app's scripts cached
 
 Starts `streamlit run app.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
 /_stcore/health (the server is up; no script has run yet), then opens every page in Debian's
@@ -81,9 +82,10 @@ def is_done(snap: dict) -> bool:
             and snap["drawn"] >= snap["charts"])
 
 
-def time_visit(browser, url: str, settle: float, timeout: float) -> float:
-    """Seconds from the request to the last change of a finished page, in a fresh tab."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def time_visit(browser, url: str, settle: float, timeout: float, shared=None) -> float:
+    """Seconds from the request to the last change of a finished page, in a fresh tab: of a new browser
+    profile (nothing cached), or with `shared`, a new tab of that browser context (its cache kept)."""
+    context = shared or browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         t0 = time.perf_counter()
@@ -100,7 +102,7 @@ def time_visit(browser, url: str, settle: float, timeout: float) -> float:
                 return float("nan")
             page.wait_for_timeout(40)
     finally:
-        context.close()
+        page.close() if shared else context.close()
 
 
 def page_list(root: Path, only: set[str] | None) -> list[tuple[str, str]]:
@@ -118,6 +120,9 @@ def main() -> None:
     parser.add_argument("--pages", default="", help="comma-separated url paths (home for the home page)")
     parser.add_argument("--settle", type=float, default=0.6, help="seconds without change that end a visit")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a visit counts as failed")
+    parser.add_argument("--same-browser", action="store_true",
+                        help="every visit in a new tab of one browser profile that opened Home first (the "
+                             "app's scripts cached, as for a student who opened the app before), not a new one")
     parser.add_argument("--wait", type=float, default=0.0,
                         help="seconds to leave the healthy server idle before the first visit")
     args = parser.parse_args()
@@ -135,9 +140,14 @@ def main() -> None:
         time.sleep(args.wait)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+            shared = None
+            if args.same_browser:
+                shared = browser.new_context(viewport={"width": 1400, "height": 1000})
+                time_visit(browser, f"http://127.0.0.1:{port}/", args.settle, args.timeout, shared)
             for times in (cold, warm):
                 for title, path in pages:
-                    times[title] = time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout)
+                    times[title] = time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout,
+                                              shared)
             browser.close()
     finally:
         stop_server(server)
@@ -148,7 +158,9 @@ def main() -> None:
     for title, _ in pages:
         print(f"{title:12} {cold[title]:7.2f} {warm[title]:7.2f}")
     print("cold: the first visit of that page since the server started (the first row also pays the "
-          "torch import); warm: a second visit, in a new tab")
+          "torch import); warm: a second visit, in a new tab"
+          + ("; every tab in one browser profile that opened Home first (scripts cached)" if args.same_browser
+             else "; every tab in a new browser profile (nothing cached)"))
 
 
 if __name__ == "__main__":
