@@ -8,7 +8,7 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
-from ui import activity, allocator, lessons_bar, warmup
+from ui import _under_apptest, activity, allocator, lessons_bar, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
@@ -16,6 +16,8 @@ from ui.nav import sections
 torch.set_num_threads(1)
 
 allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
+if not _under_apptest():
+    allocator.start_trimmer(activity.last_run)  # once per process: memory back to the system when idle
 warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
 activity.touch()  # this session is using the server (training shares it while others do: ui/train_runs.py)
 

@@ -49,3 +49,9 @@ def others_active(session_id: Optional[str] = None, now: Optional[float] = None)
     now = time.monotonic() if now is None else now
     with _LOCK:
         return any(now - t <= ACTIVE_SECONDS for sid, t in _LAST_RUN.items() if sid != session_id)
+
+
+def last_run() -> Optional[float]:
+    """time.monotonic() of the latest full run of any session, or None if none ran (in the last 10 minutes)."""
+    with _LOCK:
+        return max(_LAST_RUN.values(), default=None)

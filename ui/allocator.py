@@ -1,4 +1,5 @@
-"""Keep the server's memory near its baseline after a class leaves: cap glibc's malloc arenas.
+"""Keep the server's memory near its baseline after a class leaves: cap glibc's malloc arenas, and
+hand free memory back to the system once the server has been idle for a while.
 
 Each of the many threads a Streamlit server runs (one per session's script run) may get its own
 malloc arena; memory freed in one arena is reused only by the threads that map to it and rarely goes
@@ -12,15 +13,28 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
+import os
 import threading
+import time
+from typing import Callable, Optional
 
 log = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
 ARENAS = 2
+# Quiet this long before trimming: past Streamlit's server.disconnectedSessionTTL (120 s), when the state
+# of the sessions whose tabs closed is gone too.
+IDLE_SECONDS = float(os.environ.get("GLASSBOX_TRIM_IDLE", "130"))
+CHECK_SECONDS = 10.0
 _DONE: list[bool] = []
 _LOCK = threading.Lock()
+_TRIMMER: list[threading.Thread] = []
+
+
+def _libc():
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
 def cap_arenas(arenas: int = ARENAS) -> bool:
@@ -31,9 +45,50 @@ def cap_arenas(arenas: int = ARENAS) -> bool:
             return _DONE[0]
         accepted = False
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            accepted = bool(libc.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(int(arenas))))
+            accepted = bool(_libc().mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(int(arenas))))
         except (OSError, AttributeError) as exc:  # no C library found, or one without mallopt
             log.info("malloc arenas not capped: %s", exc)
         _DONE.append(accepted)
         return accepted
+
+
+def trim() -> bool:
+    """One full garbage collection, then glibc's malloc_trim(0): free memory goes back to the system.
+    True if glibc released something; False if it had nothing to give or there is no glibc."""
+    gc.collect()
+    try:
+        return bool(_libc().malloc_trim(ctypes.c_size_t(0)))
+    except (OSError, AttributeError):
+        return False
+
+
+def trim_when_idle(last_run: Callable[[], Optional[float]], now: Callable[[], float] = time.monotonic,
+                   idle: float = IDLE_SECONDS, trimmed_after: Optional[float] = None) -> Optional[float]:
+    """One check of the trimmer: if the latest page run (`last_run()`) is at least `idle` seconds old and
+    no trim followed it yet (`trimmed_after`), trim. Returns the run time the memory is now trimmed after."""
+    last = last_run()
+    if last is None or last == trimmed_after or now() - last < idle:
+        return trimmed_after
+    trim()
+    return last
+
+
+def start_trimmer(last_run: Callable[[], Optional[float]]) -> bool:
+    """Start the one idle-trimming daemon thread of this process (later calls do nothing); True if started."""
+    with _LOCK:
+        if _TRIMMER:
+            return False
+
+        def loop() -> None:
+            trimmed_after = None
+            while True:
+                time.sleep(CHECK_SECONDS)
+                try:
+                    trimmed_after = trim_when_idle(last_run, trimmed_after=trimmed_after)
+                except Exception:  # noqa: BLE001 - a failed trim costs memory, never a page
+                    log.exception("idle memory trim failed")
+
+        thread = threading.Thread(target=loop, name="glassbox-idle-trim", daemon=True)
+        _TRIMMER.append(thread)
+        thread.start()
+        return True

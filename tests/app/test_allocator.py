@@ -26,3 +26,44 @@ def test_without_a_c_library_it_refuses_quietly(monkeypatch):
     monkeypatch.setattr(allocator.ctypes, "CDLL", missing)
     assert allocator.cap_arenas() is False
     assert allocator._DONE == [False]
+
+
+def test_the_trimmer_waits_for_a_quiet_server_and_trims_once_per_quiet_spell(monkeypatch):
+    trims = []
+    monkeypatch.setattr(allocator, "trim", lambda: trims.append(1) or True)
+    clock = {"now": 100.0}
+    runs = {"last": None}
+    check = lambda after: allocator.trim_when_idle(lambda: runs["last"], lambda: clock["now"], 60.0, after)  # noqa: E731
+
+    assert check(None) is None and not trims  # nobody has run a page yet
+    runs["last"] = 90.0
+    assert check(None) is None and not trims  # a page ran 10 s ago: not quiet
+    clock["now"] = 150.0
+    after = check(None)
+    assert after == 90.0 and len(trims) == 1  # quiet for 60 s: trimmed
+    clock["now"] = 400.0
+    assert check(after) == 90.0 and len(trims) == 1  # still the same quiet spell: not again
+    runs["last"], clock["now"] = 500.0, 520.0
+    assert check(after) == 90.0 and len(trims) == 1  # a new class is on
+    clock["now"] = 560.0
+    assert check(after) == 500.0 and len(trims) == 2  # it left: trimmed again
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_trim_hands_freed_memory_back():
+    def rss_mb() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+    # Many small blocks (below the mmap threshold, so they live in the heap), then free every other one:
+    # the heap cannot shrink from its top, only malloc_trim returns the free pages inside it.
+    blocks = [bytearray(64 * 1024) for _ in range(3000)]  # ~190 MB
+    for b in blocks:
+        b[::4096] = b"\x01" * len(b[::4096])  # touch every page
+    del blocks[::2]
+    allocator.gc.collect()
+    before = rss_mb()
+    allocator.trim()
+    after = rss_mb()
+    del blocks
+    assert before - after > 50, (before, after)  # about 95 MB of free pages went back
