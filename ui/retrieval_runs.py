@@ -32,6 +32,13 @@ def smoothing(x: np.ndarray, y: np.ndarray, query_x: float, query_norm: float, t
     return freeze(A.smooth(x, y, query_x, query_norm, tilt))
 
 
+@memo(maxsize=4)
+def bandwidths(query_norms: tuple) -> tuple:
+    """The bandwidth table's rows, predicted and measured kernel widths (the same for everyone; measuring
+    the widths takes a few ms, once). A tuple of dicts shared by every session: never change it."""
+    return tuple(A.bandwidth_table(query_norms))
+
+
 @memo(maxsize=64)
 def sweep(keys: np.ndarray, values: np.ndarray, query_angle: float, betas: np.ndarray) -> A.LookupSweep:
     """The soft database read at every beta."""

@@ -132,7 +132,7 @@ def kernel_panel() -> None:
                    f"most at x = {result.worst_x:.2f}. "
                    f"The factor e^(|k|²·|q|/2) no longer cancels, so every query leans toward the "
                    f"{'right' if tilt > 0 else 'left'}, where the keys are longer, and more so the longer the query.")
-    rows = pd.DataFrame(A.bandwidth_table(BANDWIDTH_NORMS))
+    rows = pd.DataFrame(list(R.bandwidths(BANDWIDTH_NORMS)))
     st.markdown("**Bandwidth: read off the curve against predicted.** The kernel $e^{|q|\\cos\\pi(x-x_0)}$ is close to "
                 "a Gaussian in $x$ of width $1/(\\pi\\sqrt{|q|})$ when that width is small (the small-angle picture); "
                 "its measured width is its half width at half height divided by $\\sqrt{2\\ln 2}$.")
