@@ -357,6 +357,12 @@ def main(argv=None) -> int:
     parser.add_argument("--what", default="pages,sections",
                         help="pages: whole-page reruns against a heatmap floor; sections: a click in each section")
     args = parser.parse_args(argv)
+    # As in the app: app.py sets one torch thread on every run, and so the process's count. A page run
+    # alone here skips app.py, and each AppTest run is a new thread whose first parallel torch op would
+    # start an OpenMP team (a few ms each time) that the app's runs never pay.
+    import torch
+
+    torch.set_num_threads(1)
     if not read_manifest():
         print("no bundled models (assets/models/manifest.json); run python -m core.train --all first")
         return 1

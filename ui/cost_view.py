@@ -22,7 +22,7 @@ from core.analysis import cost as A
 from core.families import SIZE_PRESETS
 from ui import cost_runs as R
 from ui import precomputed
-from ui.page import csv_download, try_this
+from ui.page import csv_download, number_table, try_this
 from ui.params import Choice, Params
 from ui.sidebar import Selection
 
@@ -156,8 +156,7 @@ def time_panel(s: A.Setting) -> dict:
                 "faster than the explicit computation at the longest n, and the step-by-step RNN waits for one "
                 "tiny kernel launch per position.")
     slope_rows = A.slope_table(sweep, TAIL_POINTS)
-    st.dataframe(pd.DataFrame(slope_rows).style.format({"fitted slope": "{:.2f}", "predicted slope": "{:g}"}),
-                 hide_index=True)
+    number_table(pd.DataFrame(slope_rows), {"fitted slope": "%.2f", "predicted slope": "%g"})
     download(slope_rows, "slopes", "Download slopes (CSV)")
     table = A.time_table(sweep)
     st.dataframe(pd.DataFrame(table).style.format({c: "{:.3g}" for c in table[0] if c != "n"}),

@@ -29,7 +29,7 @@ from core.tasks import get_task
 from ui import masks_runs as R
 from ui import precomputed
 from ui import models
-from ui.page import try_this
+from ui.page import number_table, try_this
 from ui.params import Choice, Float, Int, Param, Params, Text, general
 from ui.sidebar import Selection, prediction_table
 
@@ -629,8 +629,8 @@ def cost_panel(d: Optional[Drawn]) -> None:
     st.plotly_chart(R.timing_figure(rows, title=f"{where} (4 heads of 16, b = {b}, one CPU thread)"),
                     key="masks.timing")
     frame = pd.DataFrame(rows)[["n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n"]]
-    st.dataframe(frame.style.format({"dense ms": "{:.2f}", "block-sparse ms": "{:.2f}", "measured ratio": "{:.3f}",
-                                     "predicted ratio b/n": "{:.3f}"}), hide_index=True, width="stretch")
+    number_table(frame, {"dense ms": "%.2f", "block-sparse ms": "%.2f", "measured ratio": "%.3f",
+                         "predicted ratio b/n": "%.3f"}, width="stretch")
     st.caption((f"A cached measurement, {shipped}, shown to every student at b = 32" if shipped else
                 "A cached measurement: timed once per server for each b and shown to every student") +
                "; **Measure again** times it afresh on this server. Best of 3 calls each. At small n fixed overheads dominate and the ratio stays above b/n; as n grows "

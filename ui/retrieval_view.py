@@ -22,7 +22,7 @@ from streamlit.errors import StreamlitAPIException
 from core.analysis import retrieval as A
 from ui import models
 from ui import retrieval_runs as R
-from ui.page import csv_download, try_this
+from ui.page import csv_download, number_table, try_this
 from ui.params import Choice, Float, Int, Params, general
 from ui.sidebar import Selection
 
@@ -136,8 +136,8 @@ def kernel_panel() -> None:
     st.markdown("**Bandwidth: read off the curve against predicted.** The kernel $e^{|q|\\cos\\pi(x-x_0)}$ is close to "
                 "a Gaussian in $x$ of width $1/(\\pi\\sqrt{|q|})$ when that width is small (the small-angle picture); "
                 "its measured width is its half width at half height divided by $\\sqrt{2\\ln 2}$.")
-    st.dataframe(rows.style.format({"query norm |q|": "{:g}", "predicted width": "{:.4f}", "measured width": "{:.4f}",
-                                    "measured / predicted": "{:.3f}"}), hide_index=True)
+    number_table(rows, {"query norm |q|": "%g", "predicted width": "%.4f", "measured width": "%.4f",
+                        "measured / predicted": "%.3f"})
     curves = pd.DataFrame({"x": result.grid, "attention": result.attention,
                            "nadaraya_watson_key_space": result.nadaraya_watson, "nadaraya_watson_x": result.nw_in_x})
     c1, c2 = st.columns(2)
