@@ -57,6 +57,45 @@ def page_modules() -> None:
         name = f"ui.{Path(page.path).stem}_view"
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
+    first_use_modules()
+
+
+# Trace types the figure builders draw (core/figures): plotly imports each class, and each of its parts,
+# the first time a figure uses it.
+PLOTLY_PARTS = ("layout", "heatmap", "scatter", "bar", "waterfall", "heatmap.colorbar", "layout.xaxis",
+                "layout.xaxis.title", "layout.yaxis", "layout.yaxis.title", "layout.title", "layout.legend",
+                "layout.annotation", "layout.shape", "layout.coloraxis", "layout.coloraxis.colorbar")
+
+
+def first_use_modules() -> None:
+    """Import what the libraries import lazily on a page's first draw: jinja2 for pandas' Styler, plotly's
+    conversion helpers, and plotly's per-property classes (about 200 modules). Found by listing the modules
+    that appeared while every page ran after this warm-up; a student's first page would otherwise import
+    them under the interpreter lock while thirty others wait."""
+    import importlib
+
+    import jinja2  # noqa: F401
+    import pandas.io.formats.style  # noqa: F401
+    import plotly.animation  # noqa: F401
+    import plotly.colors  # noqa: F401
+    import plotly.io._json  # noqa: F401  (and through it orjson, when installed)
+    import plotly.offline  # noqa: F401
+    import plotly.tools  # noqa: F401
+    import streamlit.emojis  # noqa: F401
+
+    import plotly.graph_objects as go
+
+    for trace in ("Bar", "Heatmap", "Scatter", "Waterfall"):
+        getattr(go, trace)
+    for optional in ("orjson", "narwhals._interchange.dataframe"):  # plotly's JSON engine; Streamlit's frames
+        try:
+            importlib.import_module(optional)
+        except ImportError:
+            pass
+    for part in PLOTLY_PARTS:
+        module = importlib.import_module(f"plotly.graph_objs.{part}")
+        for name in getattr(module, "__all__", ()):
+            getattr(module, name)
 
 
 def bundled_models() -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 
-from tests.app.conftest import app_at, assert_ok
+from tests.app.conftest import ROOT, app_at, assert_ok
 from ui import warmup
 
 
@@ -64,3 +68,29 @@ def test_the_app_does_not_start_the_warmup_under_apptest(monkeypatch):
     at = app_at()
     assert_ok(at)
     assert warmup._STATE["thread"] is None
+
+
+# In a fresh interpreter (this one has imported everything already): the warm-up's imports, then every
+# page with a model, and the library modules that still appeared.
+FIRST_DRAW = """
+import json
+import sys
+from tests.app.conftest import page_at
+from ui import warmup
+warmup.page_modules()
+before = set(sys.modules)
+for page, model in [("masks", "induction-rope"), ("retrieval", "recall-tied"), ("cost", "sort-decoder"),
+                    ("heads", "reverse-encdec"), ("positions", "induction-learned"), ("generation", "sort-encdec")]:
+    at = page_at(f"pages/{page}.py", {"model": model})
+    assert not at.exception, [e.value for e in at.exception]
+print(json.dumps(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("plotly", "jinja2", "pandas", "orjson"))))
+"""
+
+
+def test_after_the_warmup_a_first_page_draw_imports_no_plotly_or_styler_modules():
+    """A student's first page would otherwise import them under the interpreter lock while others wait."""
+    run = subprocess.run([sys.executable, "-c", FIRST_DRAW], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "GLASSBOX_WARMUP": "0"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    imported = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [m for m in imported if m != "plotly.graph_objs._deprecations"] == [], imported
