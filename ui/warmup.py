@@ -78,7 +78,7 @@ def first_use_modules() -> None:
     import pandas.io.formats.style  # noqa: F401
     import plotly.animation  # noqa: F401
     import plotly.colors  # noqa: F401
-    import plotly.io._json  # noqa: F401  (and through it orjson, when installed)
+    import plotly.io._json  # noqa: F401
     import plotly.offline  # noqa: F401
     import plotly.tools  # noqa: F401
     import streamlit.emojis  # noqa: F401
