@@ -53,11 +53,6 @@ TIMING_RUN_KEY = "generation.timing_run"
 DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
 
 
-def csv_button(rows, name: str, key: str) -> None:
-    """A download button for a measured table (a list of dicts or a DataFrame) as CSV."""
-    csv_download(rows, name, key)
-
-
 def offer_encdec(sel: Selection, what: str, key: str) -> None:
     """Say that `what` needs an encoder-decoder model, with a button that switches the sidebar to one."""
     st.info(f"{what} needs an encoder-decoder model; **{sel.model_id}** is {G.FAMILY_NAMES[sel.arch].lower()}.",
@@ -217,7 +212,7 @@ def anatomy_panel(sel: Selection) -> None:
                            "shape": "×".join(map(str, h.shape))} for h in hooks])
     with st.expander("Every hook of this model with its shape"):
         st.dataframe(table, hide_index=True)
-        csv_button(table, f"hooks-{sel.model_id}.csv", "generation.hooks_csv")
+        csv_download(table, f"hooks-{sel.model_id}.csv", "generation.hooks_csv")
     identities_section(sel)
     try_this(
         "Pick `decoder.blocks.0.cross_attn.hook_k` on reverse-encdec: its length axis is **L_e**, the source's. "
@@ -256,7 +251,7 @@ def identities_section(sel: Selection) -> None:
                     key="generation.heads")
     norms = pd.DataFrame(checks["norms"].T, columns=[f"head {h}" for h in range(checks["norms"].shape[0])])
     norms.insert(0, "token", list(tokens))
-    csv_button(norms, "head-contributions.csv", "generation.heads_csv")
+    csv_download(norms, "head-contributions.csv", "generation.heads_csv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +296,7 @@ def shapes_panel(sel: Selection) -> None:
     macs = [{"attention": kind, "multiply-adds (QKᵀ and PV)":
              G.attention_macs(sel.model.cfg, 1, blocks[0][2][2], blocks[1][2][2])} for kind, blocks in shown]
     st.dataframe(pd.DataFrame(macs), hide_index=True)
-    csv_button(table, "attention-shapes.csv", "generation.shapes_csv")
+    csv_download(table, "attention-shapes.csv", "generation.shapes_csv")
     try_this(
         "Drag **L_e** down: the keys, values and cross-attention scores shrink; the decoder's queries do not move.",
         "Drag **L_d** instead: only the decoder's blocks change. Cross-attention costs L_d × L_e, so doubling the "
@@ -404,7 +399,7 @@ def stepper_panel(sel: Selection) -> None:
                                       "without it, growing"), key="generation.counters")
     counters = pd.DataFrame(with_cache.counters() + without.counters())
     counters["max |logit difference|"] = list(diff) * 2
-    csv_button(counters, "decoding-counters.csv", "generation.counters_csv")
+    csv_download(counters, "decoding-counters.csv", "generation.counters_csv")
     timing_section(sel, prompt)
     try_this(
         "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "
@@ -442,7 +437,7 @@ def timing_section(sel: Selection, prompt: int) -> None:
                "hides most of them.")
     frame = pd.DataFrame({"step": range(len(times["with cache"])), "ms with cache": times["with cache"],
                           "ms without cache": times["without cache"]})
-    csv_button(frame, "time-per-token.csv", "generation.time_csv")
+    csv_download(frame, "time-per-token.csv", "generation.time_csv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,14 +472,14 @@ def leakage_panel(sel: Selection) -> None:
     grads = pd.DataFrame([{"model": name, "t": t, "k": k + 1, "grad norm": float(g[t, k])}
                           for name, g in (("leaky", data["leaky"]), ("proper", data["proper"]))
                           for t in range(g.shape[0]) for k in range(g.shape[1])])
-    csv_button(grads, "leakage-gradients.csv", "generation.grads_csv")
+    csv_download(grads, "leakage-gradients.csv", "generation.grads_csv")
     st.markdown("**The fix:** the encoder reads only the input; the target enters only through the decoder, "
                 "shifted right and causally masked. Hide the answer from the leaky encoder (replace it by `<pad>`) "
                 "and see what it really learned:")
     acc = pd.DataFrame(list(R.leakage_accuracy(sel.device)))
     st.dataframe(acc, hide_index=True, column_config={"accuracy": st.column_config.ProgressColumn(
         "accuracy", min_value=0.0, max_value=1.0, format="percent")})
-    csv_button(acc, "leakage-accuracy.csv", "generation.acc_csv")
+    csv_download(acc, "leakage-accuracy.csv", "generation.acc_csv")
     try_this(
         "Read the leaky map above the dotted line: step t already depends on the target token at t + 1, the one "
         "it is about to predict. The proper map is exactly 0 there (hover: 0).",
@@ -531,7 +526,7 @@ def masking_panel(sel: Selection) -> None:
     st.dataframe(table, hide_index=True)
     loss = pd.DataFrame({"step": range(1, TINY_STEPS + 1), "loss causal": runs["causal"]["losses"],
                          "loss full": runs["full"]["losses"]})
-    csv_button(loss, "tiny-decoder-losses.csv", "generation.loss_csv")
+    csv_download(loss, "tiny-decoder-losses.csv", "generation.loss_csv")
     try_this(
         "Compare the two loss curves: the full-mask model reaches a low loss first; it found the shortcut.",
         "Then the table: teacher-forced, both look right; generating, the full-mask model fails and the causal "
