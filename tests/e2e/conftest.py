@@ -160,6 +160,25 @@ def plotly_data(page, index: int = 0, timeout: float = 60_000):
     )
 
 
+def drawn_heatmaps(page) -> list[tuple[str, object]]:
+    """(title, z of the first trace) of every heatmap chart drawn right now, in page order.
+
+    Reads the page once and waits for nothing: while a section reruns, a chart counted a moment ago
+    can be replaced or gone, so a loop that polls this is safer than asking for chart number i.
+    """
+    import numpy as np
+
+    from tests.app.conftest import decode_array
+
+    found = page.evaluate(
+        "() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\"))"
+        ".filter(g => g.data && g.data.length && g.data[0].type === 'heatmap' && g.data[0].z)"
+        ".map(g => JSON.parse(JSON.stringify({title: (g.layout && g.layout.title && g.layout.title.text) || '',"
+        " z: g.data[0].z}, (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v)))"
+    )
+    return [(item["title"], np.asarray(decode_array(item["z"]), dtype=float)) for item in found]
+
+
 def wait_for_charts(page, count: int, timeout: float = 120_000) -> None:
     """Wait until at least `count` plotly charts are drawn (they can lag the script's last element)."""
     page.wait_for_function(
