@@ -17,7 +17,8 @@ torch.set_num_threads(1)
 
 allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
 if not _under_apptest():
-    allocator.start_trimmer(activity.last_run)  # once per process: memory back to the system when idle
+    # once per process: when idle, memory back to the system; when the class has left, what it computed too
+    allocator.start_trimmer(activity.last_run, before_trim=lambda: warmup.start_afresh(activity.connected_sessions))
 warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
 activity.touch()  # this session is using the server (training shares it while others do: ui/train_runs.py)
 

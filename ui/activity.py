@@ -55,3 +55,16 @@ def last_run() -> Optional[float]:
     """time.monotonic() of the latest full run of any session, or None if none ran (in the last 10 minutes)."""
     with _LOCK:
         return max(_LAST_RUN.values(), default=None)
+
+
+def connected_sessions() -> Optional[int]:
+    """How many browser tabs hold a live connection to this server now, or None where that cannot be
+    asked (no Streamlit server in this process, or a Streamlit whose session manager differs)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return None
+        return int(Runtime.instance()._session_mgr.num_active_sessions())  # noqa: SLF001 - no public API for it
+    except Exception:  # noqa: BLE001 - an unknown answer, never a failure
+        return None

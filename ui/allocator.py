@@ -11,16 +11,19 @@ class (README, "Classroom benchmark"). glibc only: elsewhere this does nothing.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import ctypes.util
 import gc
-import logging
 import os
+import sys
 import threading
 import time
 from typing import Callable, Optional
 
-log = logging.getLogger(__name__)
+from streamlit.logger import get_logger
+
+log = get_logger(__name__)  # Streamlit's logger: its lines go to the server's log at the server's level
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
 ARENAS = 2
@@ -62,18 +65,65 @@ def trim() -> bool:
         return False
 
 
+def resident_mb() -> dict[str, float]:
+    """This process's resident memory in MB from Linux's /proc: 'total' (VmRSS), 'anonymous' (the heap,
+    what the process allocated) and 'file' (pages of the libraries and files it mapped, which the
+    kernel may drop and read again); empty where /proc is not available."""
+    names = {"VmRSS:": "total", "RssAnon:": "anonymous", "RssFile:": "file"}
+    try:
+        with open("/proc/self/status") as status:
+            return {names[line.split()[0]]: int(line.split()[1]) / 1024 for line in status
+                    if line.split()[:1] and line.split()[0] in names}
+    except (OSError, ValueError, IndexError):
+        return {}
+
+
+def rss_mb() -> Optional[float]:
+    """This process's resident memory in MB, or None where that is not available."""
+    return resident_mb().get("total")
+
+
+def memory_line() -> str:
+    """One line for the server log: resident memory and what the memos keep (their largest three)."""
+    from ui import memo
+
+    kept = memo.held()
+    total = sum(size for _, size in kept.values())
+    largest = ", ".join(f"{name.split(':')[-1]} {size / 2**20:.1f} MB ({n})" for name, (n, size) in list(kept.items())[:3])
+    rss = resident_mb()
+    line = (f"RSS {rss['total']:.0f} MB ({rss.get('anonymous', 0):.0f} anonymous, {rss.get('file', 0):.0f} file); "
+            if "total" in rss else "") + \
+        f"memos keep {sum(n for n, _ in kept.values())} results, about {total / 2**20:.1f} MB" + \
+        (f" (largest: {largest})" if largest else "") + \
+        f"; {len(gc.get_objects())} objects tracked, {sys.getallocatedblocks()} blocks allocated"
+    if os.environ.get("GLASSBOX_MEMORY_CENSUS"):  # a developer's question: which kinds of object are there
+        census = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+        line += "; most common: " + ", ".join(f"{name} {n}" for name, n in census.most_common(15))
+    return line
+
+
+def log_memory(event: str) -> None:
+    """One line in the server's log: what just happened, and memory_line()."""
+    log.info("%s: %s", event, memory_line())
+
+
 def trim_when_idle(last_run: Callable[[], Optional[float]], now: Callable[[], float] = time.monotonic,
-                   idle: float = IDLE_SECONDS, trimmed_after: Optional[float] = None) -> Optional[float]:
+                   idle: float = IDLE_SECONDS, trimmed_after: Optional[float] = None,
+                   before_trim: Optional[Callable[[], object]] = None) -> Optional[float]:
     """One check of the trimmer: if the latest page run (`last_run()`) is at least `idle` seconds old and
-    no trim followed it yet (`trimmed_after`), trim. Returns the run time the memory is now trimmed after."""
+    no trim followed it yet (`trimmed_after`), call `before_trim` (the app's chance to let go of what the
+    class left: ui.warmup.start_afresh), then trim. Returns the run time the memory is now trimmed after."""
     last = last_run()
     if last is None or last == trimmed_after or now() - last < idle:
         return trimmed_after
+    if before_trim is not None:
+        before_trim()
     trim()
+    log_memory(f"idle {now() - last:.0f} s, memory trimmed")
     return last
 
 
-def start_trimmer(last_run: Callable[[], Optional[float]]) -> bool:
+def start_trimmer(last_run: Callable[[], Optional[float]], before_trim: Optional[Callable[[], object]] = None) -> bool:
     """Start the one idle-trimming daemon thread of this process (later calls do nothing); True if started."""
     with _LOCK:
         if _TRIMMER:
@@ -84,7 +134,7 @@ def start_trimmer(last_run: Callable[[], Optional[float]]) -> bool:
             while True:
                 time.sleep(CHECK_SECONDS)
                 try:
-                    trimmed_after = trim_when_idle(last_run, trimmed_after=trimmed_after)
+                    trimmed_after = trim_when_idle(last_run, trimmed_after=trimmed_after, before_trim=before_trim)
                 except Exception:  # noqa: BLE001 - a failed trim costs memory, never a page
                     log.exception("idle memory trim failed")
 

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
@@ -68,6 +69,7 @@ def freeze(value: Any) -> Any:
 RECORDERS: list[Callable] = []
 
 DEFAULT_MAX_BYTES = 64 * 2 ** 20  # per memo: a classroom's worth of figures and runs, not the machine
+_EVERY_MEMO: "weakref.WeakSet[Memo]" = weakref.WeakSet()  # for held(): what all memos of the process keep
 
 
 def nbytes(value: Any) -> int:
@@ -98,8 +100,9 @@ class Memo:
     A miss first looks in the results shipped with the app (ui.precomputed), made by this same code.
     """
 
-    def __init__(self, func: Callable, maxsize: int, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, func: Callable, maxsize: int, max_bytes: int = DEFAULT_MAX_BYTES, keep_when_idle: bool = False):
         self.func, self.maxsize, self.max_bytes = func, maxsize, max_bytes
+        self.keep_when_idle = keep_when_idle  # forget_results() leaves this memo alone (the bundled models)
         self._store: OrderedDict[Hashable, Any] = OrderedDict()
         self._sizes: dict[Hashable, int] = {}
         self._bytes = 0
@@ -107,6 +110,7 @@ class Memo:
         self._computing: dict[Hashable, threading.Event] = {}  # key -> set when its computation ends
         functools.update_wrapper(self, func)
         self.name = f"{func.__module__}:{func.__qualname__}"  # how ui.precomputed files its results
+        _EVERY_MEMO.add(self)
 
     def __call__(self, *args, **kwargs):
         key = (fingerprint(args), fingerprint(kwargs))
@@ -173,7 +177,30 @@ class Memo:
             self._bytes = 0
 
 
-def memo(maxsize: int = 128, max_bytes: int = DEFAULT_MAX_BYTES) -> Callable[[Callable], Memo]:
+def held() -> dict[str, tuple[int, int]]:
+    """What every memo of this process keeps now: name -> (results, estimated bytes), largest first."""
+    found: dict[str, tuple[int, int]] = {}
+    for m in list(_EVERY_MEMO):
+        if len(m):  # memos of one name (every cached figure builder's wrapper) add up
+            n, size = found.get(m.name, (0, 0))
+            found[m.name] = (n + len(m), size + m.bytes)
+    return dict(sorted(found.items(), key=lambda item: -item[1][1]))
+
+
+def forget_results() -> int:
+    """Empty every memo of the process except those made with keep_when_idle; returns how many results
+    were forgotten. Called when a class has left (ui.warmup.start_afresh): its results are of no use
+    to the next one, which computes its own."""
+    forgotten = 0
+    for m in list(_EVERY_MEMO):
+        if not m.keep_when_idle:
+            forgotten += len(m)
+            m.clear()
+    return forgotten
+
+
+def memo(maxsize: int = 128, max_bytes: int = DEFAULT_MAX_BYTES,
+         keep_when_idle: bool = False) -> Callable[[Callable], Memo]:
     """Decorator: keep up to `maxsize` results (and about `max_bytes`) of a pure function for every
     session of this process. The one caching style of the app, for results and models alike."""
-    return lambda func: Memo(func, maxsize, max_bytes)
+    return lambda func: Memo(func, maxsize, max_bytes, keep_when_idle)

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 import torch
 
 from core import checkpoints
@@ -27,7 +28,7 @@ USER_PREFIX = "session:"
 MAX_LOADED_MODELS = 24  # bundled models kept in memory per process (11 ship; a GPU doubles the keys)
 
 
-@memo(maxsize=MAX_LOADED_MODELS)
+@memo(maxsize=MAX_LOADED_MODELS, keep_when_idle=True)  # loading all 11 again would only cost time
 def _load_bundled(model_id: str, device: str) -> tuple[Transformer, dict]:
     """Load a bundled model once per process (every session shares it; it is never mutated)."""
     model, meta = checkpoints.load_bundled(model_id, device=device)
@@ -56,6 +57,9 @@ def manifest() -> list[dict]:
 
 
 def user_models() -> dict:
+    """This session's trained and uploaded models; none outside a session (the warm-up thread)."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return {}
     return st.session_state.setdefault(USER_MODELS_KEY, {})
 
 

@@ -193,6 +193,12 @@ class Shelf:
     def __contains__(self, key: tuple) -> bool:
         return key in self._entries or key in self._decoded
 
+    def forget_decoded(self) -> None:
+        """Drop the decoded results (the encoded ones stay): a class that has left decoded what it
+        visited, up to every result in the file, and the memos that held them let go too."""
+        with self._lock:
+            self._decoded.clear()
+
 
 _EMPTY = Shelf({}, {})
 _STATE: dict = {"shelf": None}
@@ -245,6 +251,12 @@ def shelf() -> Shelf:
             if _STATE["shelf"] is None:
                 _STATE["shelf"] = _load()
     return _STATE["shelf"]
+
+
+def forget_decoded() -> None:
+    """Shelf.forget_decoded on this process's shelf, if it was read."""
+    if _STATE["shelf"] is not None:
+        _STATE["shelf"].forget_decoded()
 
 
 def lookup(memo_name: str, key: tuple) -> tuple[bool, Any]:

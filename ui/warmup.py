@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -187,6 +187,35 @@ def run_all() -> list[tuple[str, float]]:
     return finished
 
 
+def _run_and_report() -> None:
+    """The warm-up thread: every task, then one line in the server log on memory (the class's baseline)."""
+    from ui import allocator
+
+    finished = run_all()
+    allocator.log_memory(f"warm-up done in {sum(seconds for _, seconds in finished):.1f} s")
+
+
+def start_afresh(connected: Callable[[], Optional[int]]) -> bool:
+    """When a class has left (no tab connected: `connected()` is 0), forget what it computed and warm up
+    again, leaving the process as a freshly started server would be; returns whether it did.
+
+    Called by the idle trimmer (ui.allocator) before it hands free memory back: the students' own
+    results and figures in the memos, and the shipped results they decoded, are no use to the next
+    class, and they were what kept the memory above its level before the class (README, "Classroom
+    benchmark"). The bundled models stay loaded. With a tab still open (a projector, a student who
+    stepped away) nothing is forgotten; None (cannot tell) counts as open."""
+    from ui import allocator, memo, precomputed
+
+    if connected() != 0:
+        return False
+    forgotten = memo.forget_results()
+    precomputed.forget_decoded()
+    if enabled():
+        run_all()
+    allocator.log_memory(f"nobody connected: forgot {forgotten} results and warmed up again")
+    return True
+
+
 def enabled() -> bool:
     """Off under AppTest (tests run the pages themselves) and where GLASSBOX_WARMUP=0."""
     from ui import _under_apptest
@@ -201,7 +230,7 @@ def start() -> bool:
     with _START_LOCK:
         if _STATE["thread"] is not None:
             return False
-        thread = threading.Thread(target=run_all, name="glassbox-warmup", daemon=True)
+        thread = threading.Thread(target=_run_and_report, name="glassbox-warmup", daemon=True)
         _STATE["thread"] = thread
     thread.start()
     return True

@@ -4,7 +4,9 @@ after a class leaves); elsewhere it does nothing and says so."""
 from __future__ import annotations
 
 import platform
+import re
 
+import numpy as np
 import pytest
 
 from ui import allocator
@@ -47,6 +49,34 @@ def test_the_trimmer_waits_for_a_quiet_server_and_trims_once_per_quiet_spell(mon
     assert check(after) == 90.0 and len(trims) == 1  # a new class is on
     clock["now"] = 560.0
     assert check(after) == 500.0 and len(trims) == 2  # it left: trimmed again
+
+
+def test_before_trimming_the_app_may_let_go_of_what_the_class_left_once_per_quiet_spell(monkeypatch):
+    events = []
+    monkeypatch.setattr(allocator, "trim", lambda: events.append("trim") or True)
+    clock, runs = {"now": 100.0}, {"last": 90.0}
+
+    def check(after):
+        return allocator.trim_when_idle(lambda: runs["last"], lambda: clock["now"], 60.0, after,
+                                        before_trim=lambda: events.append("let go"))
+
+    assert check(None) is None and not events  # not quiet yet
+    clock["now"] = 151.0
+    after = check(None)
+    assert events == ["let go", "trim"]  # first what the app holds, then the freed memory goes back
+    clock["now"] = 999.0
+    assert check(after) == after and events == ["let go", "trim"]  # once per quiet spell
+
+
+def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep():
+    from ui import memo
+
+    kept = memo.memo(maxsize=4)(lambda n: np.zeros(n))
+    kept(1000)
+    line = allocator.memory_line()
+    assert re.search(r"RSS \d+ MB", line) or allocator.rss_mb() is None
+    assert re.search(r"memos keep \d+ results", line) and "objects tracked" in line
+    assert memo.held()[kept.name][0] == 1 and memo.held()[kept.name][1] >= 8000
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")

@@ -130,9 +130,19 @@ def test_shipped_figure_serialises_exactly_like_its_source():
     patterns, tokens = _grid_args()
     source = overview_grid(patterns, tokens, tokens, selected=(1, 2))
     shipped = ShippedFigure(source)
-    assert isinstance(shipped, go.Figure) and shipped.source is source
+    assert isinstance(shipped, go.Figure) and not shipped.data  # it keeps the dict, not the traces
     assert shipped.to_dict() == source.to_dict()
     assert pio.to_json(shipped, validate=False) == pio.to_json(source, validate=False)
+
+
+def test_shipped_figures_share_one_copy_of_an_equal_template():
+    patterns, tokens = _grid_args()
+    first = ShippedFigure(overview_grid(patterns, tokens, tokens, selected=(1, 2)))
+    second = ShippedFigure(overview_grid(patterns[::-1].copy(), tokens, tokens, selected=(0, 1)))
+    assert first.to_dict()["layout"]["template"] is second.to_dict()["layout"]["template"]
+    other = go.Figure(layout={"template": {"layout": {"font": {"size": 31}}}})
+    assert ShippedFigure(other).to_dict()["layout"]["template"] == {"layout": {"font": {"size": 31}}}
+    assert ShippedFigure(other).to_dict()["layout"]["template"] is not first.to_dict()["layout"]["template"]
 
 
 def test_cached_builder_hands_back_one_shipped_figure_per_distinct_input():

@@ -94,3 +94,26 @@ def test_after_the_warmup_a_first_page_draw_imports_no_plotly_or_styler_modules(
     assert run.returncode == 0, run.stderr[-3000:]
     imported = json.loads(run.stdout.strip().splitlines()[-1])
     assert [m for m in imported if m != "plotly.graph_objs._deprecations"] == [], imported
+
+
+def test_when_the_class_has_left_its_results_are_forgotten_and_the_warmup_runs_again(monkeypatch):
+    from ui import memo as memo_module
+    from ui import precomputed
+
+    student = memo_module.memo(maxsize=8)(lambda x: [x] * 3)  # a student's own result
+    models = memo_module.memo(maxsize=8, keep_when_idle=True)(lambda name: f"model {name}")
+    student(1), student(2), models("a")
+    ran, forgot_decoded = [], []
+    monkeypatch.setattr(warmup, "TASKS", (("defaults", lambda: ran.append(1)),))
+    monkeypatch.setattr(warmup, "_STATE", {"thread": None, "done": []})
+    monkeypatch.setattr(precomputed, "forget_decoded", lambda: forgot_decoded.append(1))
+    monkeypatch.setenv("GLASSBOX_WARMUP", "1")
+
+    for open_tabs in (1, None):  # a tab still open (or no way to tell): nothing is forgotten
+        assert warmup.start_afresh(lambda: open_tabs) is False
+        assert len(student) == 2 and len(models) == 1 and not ran and not forgot_decoded
+    assert warmup.start_afresh(lambda: 0) is True
+    assert len(student) == 0 and student.bytes == 0  # forgotten; asking again computes it
+    assert len(models) == 1  # the loaded models stay
+    assert ran == [1] and forgot_decoded == [1]  # warmed up again, as a fresh server
+    assert student(1) == [1, 1, 1]
