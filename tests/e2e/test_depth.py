@@ -5,6 +5,7 @@ test-artifacts/screenshots/."""
 from __future__ import annotations
 
 import math
+import time
 from urllib.parse import quote
 
 import numpy as np
@@ -29,13 +30,19 @@ def _charts(page) -> list[dict]:
         " : (ArrayBuffer.isView(v) ? Array.from(v) : v)))}))")
 
 
-def _trace(page, title: str, name: str) -> dict:
-    for c in _charts(page):
-        if c["title"].startswith(title):
-            for t in c["data"]:
-                if (t.get("name") or "").startswith(name):
-                    return t
-    raise AssertionError(f"no trace {name!r} in a chart titled {title!r}")
+def _trace(page, title: str, name: str, timeout_s: float = 60.0) -> dict:
+    """The trace `name` of the chart titled `title`, waiting up to `timeout_s` for that chart to be drawn
+    (plotly draws a page's charts in no fixed order, and during a section rerun one may be redrawn)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for c in _charts(page):
+            if c["title"].startswith(title):
+                for t in c["data"]:
+                    if (t.get("name") or "").startswith(name):
+                        return t
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no trace {name!r} in a chart titled {title!r}")
+        page.wait_for_timeout(250)
 
 
 def test_depth_page_draws_and_the_heads_slider_moves_the_formula(server_url, page):

@@ -5,6 +5,8 @@ their button, and screenshots of the whole page go to test-artifacts/screenshots
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.e2e.conftest import assert_no_exception, open_page, tall_screenshot, wait_for_charts, wait_for_run
@@ -21,11 +23,17 @@ def _charts(page) -> list[dict]:
         " x: (g.data[0] && g.data[0].x) ? Array.from(g.data[0].x._inputArray || g.data[0].x) : []}))")
 
 
-def _chart(page, title: str) -> dict:
-    for c in _charts(page):
-        if c["title"].startswith(title):
-            return c
-    raise AssertionError(f"no chart titled {title!r} among {[c['title'] for c in _charts(page)]}")
+def _chart(page, title: str, timeout_s: float = 60.0) -> dict:
+    """The chart titled `title`, waiting up to `timeout_s` for it to be drawn (plotly draws a page's
+    charts in no fixed order)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for c in _charts(page):
+            if c["title"].startswith(title):
+                return c
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no chart titled {title!r} among {[c['title'] for c in _charts(page)]}")
+        page.wait_for_timeout(250)
 
 
 def test_generation_page_steps_trains_and_draws(server_url, page):
