@@ -558,7 +558,8 @@ class Record:
     profile: Profile
     first_page: Optional[float] = None
     first_page_error: str = ""
-    runs: list[tuple[str, str, float, int]] = field(default_factory=list)  # (kind, page, seconds, bytes)
+    # (kind, page, seconds, bytes, time.perf_counter() when it was sent)
+    runs: list[tuple[str, str, float, int, float]] = field(default_factory=list)
     exceptions: list[str] = field(default_factory=list)
     error_alerts: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # time-outs, lost connections
@@ -732,7 +733,7 @@ class Student(User):
 
     def note(self, run: Run) -> None:
         rec = self.record
-        rec.runs.append((run.kind, run.page, run.seconds, run.bytes))
+        rec.runs.append((run.kind, run.page, run.seconds, run.bytes, time.perf_counter() - run.seconds))
         if run.kind == "section" and run.status != FINISHED_FRAGMENT and not run.reran:
             rec.failures.append(f"a click in a section of /{run.page} did not finish as a fragment run "
                                 f"(script_finished {run.status})")
@@ -974,6 +975,14 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
     p(latency_row("click (any widget change)", by_kind["click"] + by_kind["section"]))
     p(latency_row("  in a section (its fragment reruns)", by_kind["section"]))
     p(latency_row("  page-wide (the whole page reruns)", by_kind["click"]))
+    # Clicks sent while some student's first page was still on its way, and those sent after every first page
+    # arrived: does the opening burst make the slow clicks?
+    opened_by = max((r[4] + r[2] for r in all_runs if r[0] == "open"), default=None)
+    if opened_by is not None:
+        clicks = [r for r in all_runs if r[0] in ("click", "section")]
+        p(latency_row(f"  sent before every first page arrived ({opened_by - sampler.t0:.0f} s)",
+                      [r[2] for r in clicks if r[4] < opened_by]))
+        p(latency_row("  sent after", [r[2] for r in clicks if r[4] >= opened_by]))
     p(latency_row("page switch", by_kind["page"]))
     p(latency_row("Train button", by_kind["train"]))
     p(latency_row("training tick (fragment)", by_kind["tick"]))
@@ -983,6 +992,11 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
     for page in PAGES:
         p(latency_row(f"/{page}", [r[2] for r in all_runs if r[1] == page and r[0] != "tick"]))
     p("")
+    slowest = sorted((r for r in all_runs if r[0] in ("click", "section", "page")), key=lambda r: -r[2])[:8]
+    if slowest:
+        p("slowest clicks and page switches (kind, page, sent at, took): "
+          + "; ".join(f"{r[0]} /{r[1]} at {r[4] - sampler.t0:.0f} s, {r[2]:.1f} s" for r in slowest))
+        p("")
     p("| student | model | start page | first page | reruns | p50 | max | errors | own input in figures | own in URL | foreign | pages |")
     p("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for rec in records:
