@@ -30,7 +30,7 @@ ARENAS = 2
 # Quiet this long before trimming: past Streamlit's server.disconnectedSessionTTL (120 s), when the state
 # of the sessions whose tabs closed is gone too.
 IDLE_SECONDS = float(os.environ.get("GLASSBOX_TRIM_IDLE", "130"))
-CHECK_SECONDS = 10.0
+CHECK_SECONDS = float(os.environ.get("GLASSBOX_TRIM_CHECK", "10"))  # how often the trimmer thread looks
 _DONE: list[bool] = []
 _LOCK = threading.Lock()
 _TRIMMER: list[threading.Thread] = []
@@ -107,34 +107,48 @@ def log_memory(event: str) -> None:
     log.info("%s: %s", event, memory_line())
 
 
-def trim_when_idle(last_run: Callable[[], Optional[float]], now: Callable[[], float] = time.monotonic,
-                   idle: float = IDLE_SECONDS, trimmed_after: Optional[float] = None,
-                   before_trim: Optional[Callable[[], object]] = None) -> Optional[float]:
-    """One check of the trimmer: if the latest page run (`last_run()`) is at least `idle` seconds old and
-    no trim followed it yet (`trimmed_after`), call `before_trim` (the app's chance to let go of what the
-    class left: ui.warmup.start_afresh), then trim. Returns the run time the memory is now trimmed after."""
-    last = last_run()
-    if last is None or last == trimmed_after or now() - last < idle:
-        return trimmed_after
-    if before_trim is not None:
-        before_trim()
-    trim()
-    log_memory(f"idle {now() - last:.0f} s, memory trimmed")
-    return last
+class IdleTrimmer:
+    """One check every CHECK_SECONDS, in the trimmer thread: once no page has run for `idle` seconds, trim
+    (once per quiet spell), after asking the app to let go of what the class left (`before_trim`, which
+    says whether it did: ui.warmup.start_afresh lets go only when no tab is connected). While it has not
+    let go, every later check of the same quiet spell asks again, and trims again the moment it does: a
+    projector tab closed after the students left still gives the class's memory back."""
+
+    def __init__(self, last_run: Callable[[], Optional[float]], before_trim: Optional[Callable[[], bool]] = None,
+                 idle: float = IDLE_SECONDS, now: Callable[[], float] = time.monotonic):
+        self.last_run, self.before_trim, self.idle, self.now = last_run, before_trim, idle, now
+        self.trimmed_after: Optional[float] = None  # the latest page run of the quiet spell trimmed last
+        self.released_after: Optional[float] = None  # ... of the quiet spell in which the app let go
+
+    def check(self) -> bool:
+        """Trim now if the server is quiet and this quiet spell asks for it; True if it trimmed."""
+        last = self.last_run()
+        if last is None or self.now() - last < self.idle or self.released_after == last:
+            return False
+        released = bool(self.before_trim()) if self.before_trim is not None else False
+        if released:
+            self.released_after = last
+        if self.trimmed_after == last and not released:
+            return False
+        self.trimmed_after = last
+        trim()
+        log_memory(f"idle {self.now() - last:.0f} s, memory trimmed")
+        return True
 
 
-def start_trimmer(last_run: Callable[[], Optional[float]], before_trim: Optional[Callable[[], object]] = None) -> bool:
+def start_trimmer(last_run: Callable[[], Optional[float]], before_trim: Optional[Callable[[], bool]] = None) -> bool:
     """Start the one idle-trimming daemon thread of this process (later calls do nothing); True if started."""
     with _LOCK:
         if _TRIMMER:
             return False
 
+        trimmer = IdleTrimmer(last_run, before_trim)
+
         def loop() -> None:
-            trimmed_after = None
             while True:
                 time.sleep(CHECK_SECONDS)
                 try:
-                    trimmed_after = trim_when_idle(last_run, trimmed_after=trimmed_after, before_trim=before_trim)
+                    trimmer.check()
                 except Exception:  # noqa: BLE001 - a failed trim costs memory, never a page
                     log.exception("idle memory trim failed")
 

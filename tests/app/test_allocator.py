@@ -35,37 +35,55 @@ def test_the_trimmer_waits_for_a_quiet_server_and_trims_once_per_quiet_spell(mon
     monkeypatch.setattr(allocator, "trim", lambda: trims.append(1) or True)
     clock = {"now": 100.0}
     runs = {"last": None}
-    check = lambda after: allocator.trim_when_idle(lambda: runs["last"], lambda: clock["now"], 60.0, after)  # noqa: E731
+    trimmer = allocator.IdleTrimmer(lambda: runs["last"], idle=60.0, now=lambda: clock["now"])
 
-    assert check(None) is None and not trims  # nobody has run a page yet
+    assert not trimmer.check() and not trims  # nobody has run a page yet
     runs["last"] = 90.0
-    assert check(None) is None and not trims  # a page ran 10 s ago: not quiet
+    assert not trimmer.check() and not trims  # a page ran 10 s ago: not quiet
     clock["now"] = 150.0
-    after = check(None)
-    assert after == 90.0 and len(trims) == 1  # quiet for 60 s: trimmed
+    assert trimmer.check() and len(trims) == 1 and trimmer.trimmed_after == 90.0  # quiet for 60 s: trimmed
     clock["now"] = 400.0
-    assert check(after) == 90.0 and len(trims) == 1  # still the same quiet spell: not again
+    assert not trimmer.check() and len(trims) == 1  # still the same quiet spell: not again
     runs["last"], clock["now"] = 500.0, 520.0
-    assert check(after) == 90.0 and len(trims) == 1  # a new class is on
+    assert not trimmer.check() and len(trims) == 1  # a new class is on
     clock["now"] = 560.0
-    assert check(after) == 500.0 and len(trims) == 2  # it left: trimmed again
+    assert trimmer.check() and len(trims) == 2 and trimmer.trimmed_after == 500.0  # it left: trimmed again
 
 
 def test_before_trimming_the_app_may_let_go_of_what_the_class_left_once_per_quiet_spell(monkeypatch):
     events = []
     monkeypatch.setattr(allocator, "trim", lambda: events.append("trim") or True)
     clock, runs = {"now": 100.0}, {"last": 90.0}
+    trimmer = allocator.IdleTrimmer(lambda: runs["last"], before_trim=lambda: events.append("let go") or True,
+                                    idle=60.0, now=lambda: clock["now"])
 
-    def check(after):
-        return allocator.trim_when_idle(lambda: runs["last"], lambda: clock["now"], 60.0, after,
-                                        before_trim=lambda: events.append("let go"))
-
-    assert check(None) is None and not events  # not quiet yet
+    assert not trimmer.check() and not events  # not quiet yet
     clock["now"] = 151.0
-    after = check(None)
+    assert trimmer.check()
     assert events == ["let go", "trim"]  # first what the app holds, then the freed memory goes back
     clock["now"] = 999.0
-    assert check(after) == after and events == ["let go", "trim"]  # once per quiet spell
+    assert not trimmer.check() and events == ["let go", "trim"]  # once per quiet spell
+
+
+def test_a_tab_left_open_is_trimmed_around_and_closing_it_later_lets_go(monkeypatch):
+    events, tabs = [], {"open": 1}
+    monkeypatch.setattr(allocator, "trim", lambda: events.append("trim") or True)
+
+    def let_go() -> bool:  # as ui.warmup.start_afresh: only with no tab connected
+        events.append(f"asked ({tabs['open']} open)")
+        return tabs["open"] == 0
+
+    clock = {"now": 200.0}
+    trimmer = allocator.IdleTrimmer(lambda: 90.0, before_trim=let_go, idle=60.0, now=lambda: clock["now"])
+    assert trimmer.check() and events == ["asked (1 open)", "trim"]  # the projector stays: trimmed, nothing forgotten
+    clock["now"] = 300.0
+    assert not trimmer.check() and events[-1] == "asked (1 open)"  # asked again, nothing new to give back
+    tabs["open"] = 0  # the projector is closed, no page ran since
+    clock["now"] = 400.0
+    assert trimmer.check() and events[-2:] == ["asked (0 open)", "trim"]  # let go, then trimmed again
+    clock["now"] = 500.0
+    n = len(events)
+    assert not trimmer.check() and len(events) == n  # done for this quiet spell: not even asked
 
 
 def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep():

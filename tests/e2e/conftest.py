@@ -33,15 +33,17 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server():
-    """Start `streamlit run app.py` on a free 127.0.0.1 port; yield its URL; stop it by PID."""
+def streamlit_server(extra_env: dict | None = None, log_path: Path | None = None):
+    """Start `streamlit run app.py` on a free 127.0.0.1 port; yield its URL; stop it by PID.
+    `extra_env` is added to its environment; `log_path`, if given, receives its output."""
     port = _free_port()
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296", **(extra_env or {}))
+    log = open(log_path, "wb") if log_path else None  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port),
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+        cwd=ROOT, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -54,7 +56,7 @@ def streamlit_server():
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else log_path.read_text(errors="replace")
                 pytest.fail(f"streamlit did not become healthy:\n{out[-3000:]}")
             time.sleep(0.25)
         yield url
@@ -65,6 +67,8 @@ def streamlit_server():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if log:
+            log.close()
 
 
 @pytest.fixture(scope="session")
