@@ -10,8 +10,8 @@ import time
 import uuid
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core import checkpoints
 from core.device import available_devices

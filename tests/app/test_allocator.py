@@ -108,10 +108,15 @@ def test_trim_hands_freed_memory_back():
     blocks = [bytearray(64 * 1024) for _ in range(3000)]  # ~190 MB
     for b in blocks:
         b[::4096] = b"\x01" * len(b[::4096])  # touch every page
+    peak = rss_mb()
     del blocks[::2]
     allocator.gc.collect()
     before = rss_mb()
     allocator.trim()
     after = rss_mb()
     del blocks
-    assert before - after > 50, (before, after)  # about 95 MB of free pages went back
+    assert peak - after > 50, (peak, before, after)  # the freed half (~95 MB) is no longer the process's
+    # After earlier tests glibc may have served the blocks outside its main heap (when that heap cannot
+    # grow in place it maps memory instead), and then free() already gave them back: nothing left to trim.
+    if peak - before < 20:
+        assert before - after > 50, (before, after)  # about 95 MB of free pages went back

@@ -117,3 +117,5 @@ def test_when_the_class_has_left_its_results_are_forgotten_and_the_warmup_runs_a
     assert len(models) == 1  # the loaded models stay
     assert ran == [1] and forgot_decoded == [1]  # warmed up again, as a fresh server
     assert student(1) == [1, 1, 1]
+    assert warmup.start_afresh(lambda: 0) is True and ran == [1, 1]  # the next class that left
+    assert warmup._STATE["done"] == ["defaults"]  # each task listed once, however many classes came and went

@@ -72,8 +72,9 @@ def streamlit_server(extra_env: dict | None = None, log_path: Path | None = None
 
 
 @pytest.fixture(scope="session")
-def server_url():
-    with streamlit_server() as url:
+def server_url(tmp_path_factory):
+    # Its output goes to a file: a pipe nobody reads would stop the server once 64 KB of log filled it.
+    with streamlit_server(log_path=tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
 
 
