@@ -70,6 +70,13 @@ RECORDERS: list[Callable] = []
 
 DEFAULT_MAX_BYTES = 64 * 2 ** 20  # per memo: a classroom's worth of figures and runs, not the machine
 _EVERY_MEMO: "weakref.WeakSet[Memo]" = weakref.WeakSet()  # for held(): what all memos of the process keep
+_EVERY_MEMO_LOCK = threading.Lock()  # figure memos are made lazily, from any session's thread
+
+
+def _every_memo() -> list["Memo"]:
+    """A snapshot of every memo of the process (a set changed during iteration would raise)."""
+    with _EVERY_MEMO_LOCK:
+        return list(_EVERY_MEMO)
 
 
 def nbytes(value: Any) -> int:
@@ -110,7 +117,8 @@ class Memo:
         self._computing: dict[Hashable, threading.Event] = {}  # key -> set when its computation ends
         functools.update_wrapper(self, func)
         self.name = f"{func.__module__}:{func.__qualname__}"  # how ui.precomputed files its results
-        _EVERY_MEMO.add(self)
+        with _EVERY_MEMO_LOCK:
+            _EVERY_MEMO.add(self)
 
     def __call__(self, *args, **kwargs):
         key = (fingerprint(args), fingerprint(kwargs))
@@ -180,7 +188,7 @@ class Memo:
 def held() -> dict[str, tuple[int, int]]:
     """What every memo of this process keeps now: name -> (results, estimated bytes), largest first."""
     found: dict[str, tuple[int, int]] = {}
-    for m in list(_EVERY_MEMO):
+    for m in _every_memo():
         if len(m):  # memos of one name (every cached figure builder's wrapper) add up
             n, size = found.get(m.name, (0, 0))
             found[m.name] = (n + len(m), size + m.bytes)
@@ -192,7 +200,7 @@ def forget_results() -> int:
     were forgotten. Called when a class has left (ui.warmup.start_afresh): its results are of no use
     to the next one, which computes its own."""
     forgotten = 0
-    for m in list(_EVERY_MEMO):
+    for m in _every_memo():
         if not m.keep_when_idle:
             forgotten += len(m)
             m.clear()

@@ -205,3 +205,34 @@ def test_a_result_larger_than_the_bound_is_still_returned_and_kept_alone():
     store = Memo(lambda i: np.zeros(5000, dtype=np.uint8), maxsize=10, max_bytes=1000)
     assert store(1).size == 5000 and store(2).size == 5000
     assert len(store) == 1 and store.has(2)
+
+
+def test_memos_made_in_many_threads_while_another_lists_them():
+    from ui import memo as memo_module
+
+    made, errors, stop = [], [], threading.Event()
+
+    def make():
+        for i in range(300):
+            m = memo(maxsize=2)(lambda x: x)
+            m(i)
+            made.append(m)  # kept alive: every one stays in the registry
+
+    def read():
+        while not stop.is_set():
+            try:
+                memo_module.held()
+            except RuntimeError as exc:  # "Set changed size during iteration"
+                errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    makers = [threading.Thread(target=make) for _ in range(4)]
+    for t in makers:
+        t.start()
+    for t in makers:
+        t.join(30)
+    stop.set()
+    reader.join(30)
+    assert not errors and len(made) == 1200
+    assert memo_module.held()[made[0].name][0] >= 1200  # all of one name add up
