@@ -24,7 +24,7 @@ from core.figures.heatmaps import EXACT_CELLS
 from ui.attention_runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
                                grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
                                spread_figure, steps_figure, sweep)
-from ui.page import pick_index, try_this
+from ui.page import pick_index, rows_table, try_this
 from ui.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
 
@@ -205,10 +205,10 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
     st.caption(f"We subtract the largest allowed score ({steps.shift:.4f}) before exponentiating so nothing "
                f"overflows; it cancels in the fraction, so the weights are unchanged. The denominator "
                f"{steps.total:.4f} is the sum of the exp(score − max) column below; masked keys add 0.")
-    table = pd.DataFrame(steps.rows())
-    st.dataframe(table, hide_index=True, width="stretch", key="attention.steps_table",
-                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns
-                                if table[c].dtype.kind == "f"})
+    rows = steps.rows()
+    st.dataframe(rows_table(rows), hide_index=True, width="stretch", key="attention.steps_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c, v in rows[0].items()
+                                if isinstance(v, float)})
     st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels, steps.allowed),
                     key="attention.fig_steps_bars", config=PNG)
     st.markdown("**6. Weighted sum of the values.** The head's output for this query is the average of the "

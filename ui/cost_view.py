@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
@@ -22,7 +21,7 @@ from core.analysis import cost as A
 from core.families import SIZE_PRESETS
 from ui import cost_runs as R
 from ui import precomputed
-from ui.page import csv_download, number_table, try_this
+from ui.page import csv_download, number_table, rows_table, try_this
 from ui.params import Choice, Params
 from ui.sidebar import Selection
 
@@ -156,11 +155,10 @@ def time_panel(s: A.Setting) -> dict:
                 "faster than the explicit computation at the longest n, and the step-by-step RNN waits for one "
                 "tiny kernel launch per position.")
     slope_rows = A.slope_table(sweep, TAIL_POINTS)
-    number_table(pd.DataFrame(slope_rows), {"fitted slope": "%.2f", "predicted slope": "%g"})
+    number_table(slope_rows, {"fitted slope": "%.2f", "predicted slope": "%g"})
     download(slope_rows, "slopes", "Download slopes (CSV)")
     table = A.time_table(sweep)
-    st.dataframe(pd.DataFrame(table).style.format({c: "{:.3g}" for c in table[0] if c != "n"}),
-                 hide_index=True, width="stretch")
+    number_table(table, {c: "%.3g" for c in table[0] if c != "n"}, width="stretch")
     download(table, "time", "Download times (CSV)")
     if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
         st.session_state[RUN_KEY] = run + 1
@@ -210,7 +208,7 @@ def steps_panel(sweep: dict) -> None:
                                    [r["attention sequential steps"] for r in rows],
                                    [r["RNN longest path"] for r in rows], [r["attention longest path"] for r in rows],
                                    title=f"one layer, n from {ns[0]} to {ns[-1]:,}"), key="cost.chart.steps")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(rows_table(rows), hide_index=True, width="stretch")
     download(rows, "steps", "Download steps (CSV)")
     st.markdown("With a mask that limits who may attend (a window, blocks), one layer no longer links every pair, "
                 "and it takes several layers to connect the ends. The Depth page measures how many:")
@@ -255,8 +253,7 @@ def memory_panel(s: A.Setting) -> None:
     st.caption(stamp(sweep, precomputed.note(R.memory_sweep, s)) + f" Memory is {how}; the inputs q, k, v are not counted. The dashed line is the "
                "patterns' own size, h·n² float32 numbers: explicit attention's peak sits a small factor above it "
                "(scores, probabilities and their gradients), chunked attention's far below it.")
-    st.dataframe(pd.DataFrame(table).style.format({c: "{:.3g}" for c in table[0] if c != "n"}),
-                 hide_index=True, width="stretch")
+    number_table(table, {c: "%.3g" for c in table[0] if c != "n"}, width="stretch")
     download(table, "memory", "Download memory (CSV)")
     try_this(
         "Switch h from 4 to 8: explicit attention's memory doubles (h·n²), chunked attention's too, but it stays a "
@@ -293,8 +290,8 @@ def presets_panel(s: A.Setting) -> None:
     at = next(r for r in rows if r["n"] == 8192)
     m3.metric("patterns at n = 8,192 (batch 1)", f"{at['patterns kept, MiB (all maps)'] / 1024:,.1f} GiB")
     st.plotly_chart(R.preset_figure(rows, title=f"{p.name}: counted, not measured"), key="cost.chart.preset")
-    st.dataframe(pd.DataFrame(rows).style.format({"n": "{:,}", **{k: "{:,.2f}" for k in rows[0] if k != "n"}}),
-                 hide_index=True, width="stretch")
+    number_table(rows, {"n": ("localized", 1), **{k: ("localized", 0.01) for k in rows[0] if k != "n"}},
+                 width="stretch")
     download(rows, f"preset-{name}", "Download counts (CSV)")
     try_this(
         "Find the n where attention's GFLOP pass the RNN's: exactly d_model (512 or 768).",

@@ -21,16 +21,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from core.analysis import depth as A
 from core.analysis import depth_tables as T
-from core.figures import depth as F
 from core.tasks import IGNORE
 from ui import depth_runs as R
 from ui import query
-from ui.page import try_this
+from ui.page import rows_table, try_this
 from ui.params import Choice, Float, Int, Multi, Params, general
 from ui.sidebar import Selection
 
@@ -476,7 +474,7 @@ def bounds_section(e: Experiment) -> None:
     rho = rho_control(A.per_layer_factor(e.profiles["no residual"].resid_grad))
     lower, upper = A.bounds(rho, e.n_layers)
     depth_charts(e, rho, lower, upper)
-    st.dataframe(pd.DataFrame(T.stack_rows(e.profiles)), hide_index=True, width="stretch")
+    st.dataframe(rows_table(T.stack_rows(e.profiles)), hide_index=True, width="stretch")
     stacks_summary(e, T.stack_summary(e.profiles, lower))
 
 
@@ -575,7 +573,7 @@ def twins_panel(sel: Selection) -> None:
     right.plotly_chart(R.twins_figure(stages, grads, "‖∂ℓ/∂x‖ / ‖∂ℓ/∂x_top‖",
                                       title="Loss gradient along the stream (relative to the top)"),
                        key="depth.twins", width="stretch")
-    st.dataframe(pd.DataFrame(T.twin_rows(data)), hide_index=True, width="stretch")
+    st.dataframe(rows_table(T.twin_rows(data)), hide_index=True, width="stretch")
     pre, post = data["pre-LN"]["trained"], data["post-LN"]["trained"]
     st.markdown(
         f"After training, the pre-LN stream grows from {pre.resid_norm[0]:.1f} at the embedding to "

@@ -24,7 +24,7 @@ from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui import generation_runs as R
 from ui import precomputed
-from ui.page import csv_download, try_this
+from ui.page import csv_download, rows_table, try_this
 from ui.params import Choice, Int, Params
 from ui.sidebar import Selection
 
@@ -208,7 +208,7 @@ def anatomy_panel(sel: Selection) -> None:
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
                                     picked.endswith("hook_pattern")),
                     key="generation.tensor")
-    table = pd.DataFrame([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
+    table = rows_table([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
                            "shape": "×".join(map(str, h.shape))} for h in hooks])
     with st.expander("Every hook of this model with its shape"):
         st.dataframe(table, hide_index=True)
@@ -295,7 +295,7 @@ def shapes_panel(sel: Selection) -> None:
                           for kind, blocks in shown for label, axes, sizes in blocks])
     macs = [{"attention": kind, "multiply-adds (QKᵀ and PV)":
              G.attention_macs(sel.model.cfg, 1, blocks[0][2][2], blocks[1][2][2])} for kind, blocks in shown]
-    st.dataframe(pd.DataFrame(macs), hide_index=True)
+    st.dataframe(rows_table(macs), hide_index=True)
     csv_download(table, "attention-shapes.csv", "generation.shapes_csv")
     try_this(
         "Drag **L_e** down: the keys, values and cross-attention scores shrink; the decoder's queries do not move.",
@@ -517,7 +517,7 @@ def masking_panel(sel: Selection) -> None:
     runs = R.tiny_decoders(seed, TINY_STEPS)
     st.plotly_chart(R.loss_figure((("causal mask", runs["causal"]["losses"]), ("full mask", runs["full"]["losses"])),
                                   f"Training loss, seed {seed}"), key="generation.loss")
-    table = pd.DataFrame([{"mask": kind, "final loss (mean of last 20)": float(np.mean(runs[kind]["losses"][-20:])),
+    table = rows_table([{"mask": kind, "final loss (mean of last 20)": float(np.mean(runs[kind]["losses"][-20:])),
                            "teacher-forced accuracy": runs[kind]["teacher-forced accuracy"],
                            "greedy generation accuracy": runs[kind]["greedy accuracy"],
                            "prompt": " ".join(runs[kind]["example prompt"]),

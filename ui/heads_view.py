@@ -16,7 +16,6 @@ from __future__ import annotations
 
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from core.analysis.heads.ablation import ABLATION_MODES, all_heads
@@ -33,7 +32,7 @@ from core.tasks import IGNORE, Task
 from ui import heads_runs as R
 from ui.figures import cached
 from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
-from ui.page import pick_index, try_this
+from ui.page import pick_index, rows_table, try_this
 from ui.params import Choice, Int, Multi, Params
 from ui.runs import run
 from ui.sidebar import Selection
@@ -461,14 +460,14 @@ def ablation_panel(sel: Selection):
         rows = input_rows(sel, clean, logits)
         if rows:
             st.markdown("**Your input** (from the sidebar), scored positions only:")
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="heads.abl_input")
+            st.dataframe(rows_table(rows), hide_index=True, width="stretch", key="heads.abl_input")
     st.markdown("**Every head alone.** Each row removes one head and nothing else; the heads are sorted by how "
                 "much the loss rises without them.")
     labels = [_label((r["kind"], r["layer"], r["index"])) for r in ranking]
     st.plotly_chart(ablation_fig(labels, np.array([r["loss change"] for r in ranking]),
                                      np.array([r["accuracy change"] for r in ranking])),
                     key="heads.fig_ablation", config=PNG)
-    table = pd.DataFrame([{"rank": r["rank"], "head": lab, "accuracy": r["accuracy"],
+    table = rows_table([{"rank": r["rank"], "head": lab, "accuracy": r["accuracy"],
                            "accuracy change": r["accuracy change"], "loss": r["loss"], "loss change": r["loss change"]}
                           for r, lab in zip(ranking, labels)])
     st.dataframe(table, hide_index=True, width="stretch", key="heads.abl_table",

@@ -29,7 +29,7 @@ from core.tasks import get_task
 from ui import masks_runs as R
 from ui import precomputed
 from ui import models
-from ui.page import number_table, try_this
+from ui.page import number_table, rows_table, try_this
 from ui.params import Choice, Float, Int, Param, Params, Text, general
 from ui.sidebar import Selection, prediction_table
 
@@ -350,7 +350,7 @@ def predictions_table(sel: Selection, d: Drawn) -> None:
     else:
         rows = A.top_prediction_changes(unique_labels(sel.query_tokens), sel.task.vocab, d.own["logits"],
                                         d.yours["logits"])
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+    st.dataframe(rows_table(rows), hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(c, format="%.3f")
                                 for c in ("own: p(right)", "yours: p(right)")})
 
@@ -684,7 +684,7 @@ def legality_panel(device: str) -> None:
                f"fresh examples: encoder {data['evaluate']['encoder']:.1%}, decoder {data['evaluate']['decoder']:.1%}.")
     st.markdown(f"One example, `{' '.join(data['tokens'])}`. *Pull of the rule* is the size of the gradient of that "
                 "position's output with respect to the rule token: the decoder's is exactly 0.")
-    st.dataframe(pd.DataFrame(A.legality_rows(data, get_task("future-legality").vocab)), hide_index=True,
+    st.dataframe(rows_table(A.legality_rows(data, get_task("future-legality").vocab)), hide_index=True,
                  width="stretch", column_config={c: st.column_config.NumberColumn(c, format="%.4f")
                                                  for c in ("encoder: pull of the rule", "decoder: pull of the rule")})
     try_this(

@@ -132,7 +132,7 @@ def kernel_panel() -> None:
                    f"most at x = {result.worst_x:.2f}. "
                    f"The factor e^(|k|²·|q|/2) no longer cancels, so every query leans toward the "
                    f"{'right' if tilt > 0 else 'left'}, where the keys are longer, and more so the longer the query.")
-    rows = pd.DataFrame(list(R.bandwidths(BANDWIDTH_NORMS)))
+    rows = list(R.bandwidths(BANDWIDTH_NORMS))
     st.markdown("**Bandwidth: read off the curve against predicted.** The kernel $e^{|q|\\cos\\pi(x-x_0)}$ is close to "
                 "a Gaussian in $x$ of width $1/(\\pi\\sqrt{|q|})$ when that width is small (the small-angle picture); "
                 "its measured width is its half width at half height divided by $\\sqrt{2\\ln 2}$.")
@@ -258,9 +258,7 @@ def tied_panel(sel: Selection) -> None:
     rows = [{"model": mid, "layer": lay, "head": h, "largest relative residual": float(reports[mid].worst()[lay, h]),
              "median relative residual": float(np.median(reports[mid].relative[lay, h]))}
             for mid in R.TIED_PAIR for lay in range(2) for h in range(2)]
-    table = pd.DataFrame(rows)
-    st.dataframe(table.style.format({"largest relative residual": "{:.2e}", "median relative residual": "{:.2e}"}),
-                 hide_index=True)
+    number_table(rows, {"largest relative residual": "%.2e", "median relative residual": "%.2e"})
     tied_worst = float(reports["recall-tied"].worst().max())
     untied_median = float(np.median(reports["recall-decoder"].relative))
     st.markdown(
@@ -268,7 +266,7 @@ def tied_panel(sel: Selection) -> None:
         f"{tied_worst:.1e}, rounding error), while the untied model's outputs leave it (median residual "
         f"{untied_median:.2f}): its values live in their own subspace. The tied model reaches {accuracies['recall-tied']:.1%} "
         f"against {accuracies['recall-decoder']:.1%}: one vector must now both match the query and carry the answer.")
-    csv_button(table, "retrieval_key_span", "retrieval.csv_span")
+    csv_button(rows, "retrieval_key_span", "retrieval.csv_span")
     try:
         st.page_link("pages/heads.py", label="The Heads page checks a related identity: orthogonal heads, "
                                              "(W_V^i)ᵀ W_V^j = 0, do not interfere.", icon=":material/hub:")
@@ -315,7 +313,7 @@ def hijack_panel(sel: Selection) -> None:
                f"{point.mass:.1%} of its attention to position {position}; every query after it gives "
                f"{point.mass_all_queries:.1%} on average.")
     summary = hijack_summary(curves, sel.device)
-    st.dataframe(summary.style.format({c: "{:.1%}" for c in summary.columns if c != "model"}), hide_index=True)
+    number_table(summary, {c: ("percent", 0.001) for c in summary.columns if c != "model"})
     st.markdown(hijack_verdict(summary))
     frame = pd.DataFrame([{"model": m, "alpha": p.alpha, "accuracy": p.accuracy, "attention_on_key": p.mass,
                            "attention_on_key_all_queries": p.mass_all_queries} for m in R.DEFENDED for p in curves[m]])

@@ -4,6 +4,8 @@ measurement on request. Sweeps stay short (longest n = 128 through the URL) so a
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -114,3 +116,14 @@ def test_bad_url_values_are_reported_and_replaced(query):
     assert_ok(at)
     assert at.warning or at.error
     assert len(at.get("plotly_chart")) == 4
+
+
+def test_tables_are_formatted_by_the_browser_not_by_a_styler(opened):
+    """The five tables go out as data plus column formats, never as a pandas Styler (formatted cell by
+    cell on the server on every rerun); the model-size counts keep their thousands separators."""
+    at = opened
+    assert len(at.dataframe) == 5 and not any(d.proto.arrow_data.HasField("styler") for d in at.dataframe)
+    columns = {name: c.get("type_config", {}) for d in at.dataframe for name, c in json.loads(d.proto.columns).items()}
+    assert columns["explicit ms"]["format"] == "%.3g" and columns["explicit peak MiB"]["format"] == "%.3g"
+    assert columns["n"] == {"type": "number", "format": "localized", "step": 1}
+    assert columns["attention GFLOP (one layer)"] == {"type": "number", "format": "localized", "step": 0.01}

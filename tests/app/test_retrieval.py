@@ -3,6 +3,7 @@ link is reported and clamped, and the measured sentences come from the bundled m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,15 @@ def test_a_bad_link_is_reported_and_clamped():
     assert at.select_slider(key="retrieval.qnorm").value == 1000.0
     assert at.selectbox(key="retrieval.pos").value == 9
     assert at.slider(key="retrieval.stretch").value == 0.5
+
+
+def test_tables_are_formatted_by_the_browser_not_by_a_styler(page):
+    """Every table goes out as data plus a column format (no pandas Styler: it formats every cell on the
+    server on each rerun); the residuals in scientific notation, the hijack summary as percentages."""
+    assert page.dataframe and not any(d.proto.arrow_data.HasField("styler") for d in page.dataframe)
+    formats = {name: column.get("type_config", {}) for d in page.dataframe
+               for name, column in json.loads(d.proto.columns or "{}").items()}
+    assert formats["largest relative residual"]["format"] == "%.2e"
+    assert formats["clean accuracy"] == {"type": "number", "format": "percent", "step": 0.001}
+    summary = next(d.value for d in page.dataframe if "clean accuracy" in d.value.columns)
+    assert ((summary["clean accuracy"] >= 0) & (summary["clean accuracy"] <= 1)).all()  # fractions, shown as %
