@@ -69,6 +69,19 @@ def legality_panel_data(device: str, length: int) -> dict:
 
 
 @memo(maxsize=64)
+def compare_masking(scores: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """Right and wrong masking of one head's scores (kept: the leak controls below it rerun their section
+    without changing it, and its torch calls would each wait for the interpreter lock in a busy class)."""
+    return freeze(A.compare_masking(scores, mask))
+
+
+@memo(maxsize=256)
+def leak_table(gap: float, n_forbidden: int, eps: float) -> list[dict]:
+    """The worst-case leak table (about 150 small torch calls: computed once per setting per process)."""
+    return A.leak_table(gap, n_forbidden, eps)
+
+
+@memo(maxsize=64)
 def leak_curves(n_forbidden: int) -> dict[str, np.ndarray]:
     """The leak curve of every number format and mask constant for ``n_forbidden`` blocked keys."""
     return freeze(A.leak_curves(n_forbidden))

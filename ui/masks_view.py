@@ -425,7 +425,7 @@ def right_wrong_panel(sel: Selection, d: Drawn, layer: int, head: int) -> None:
     )
     st.latex(r"\text{right: } \operatorname{softmax}(s + M) \qquad\quad \text{wrong: } "
              r"\operatorname{softmax}(s) \odot [M = 0] \;\Rightarrow\; \textstyle\sum_j a_{ij} < 1")
-    both = A.compare_masking(d.yours["scores"][layer, head], d.stack[layer])
+    both = R.compare_masking(d.yours["scores"][layer, head], d.stack[layer])
     tokens = sel.query_tokens
     left, right = st.columns(2)
     with left:
@@ -456,7 +456,7 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
                            format_func=thousands)
     k = c2.slider("blocked keys k", 1, 64, 7, key=LEAK_K_KEY)
     eps = c3.select_slider("tolerance ε", list(TOLERANCES), value=1e-7, key=EPS_KEY, format_func=general)
-    frame = pd.DataFrame(A.leak_table(float(gap), k, eps))
+    frame = pd.DataFrame(R.leak_table(float(gap), k, eps))
     frame["stored as"] = frame["stored as"].map(general)
     frame["leaked mass"] = frame["leaked mass"].map(lambda v: "NaN" if np.isnan(v) else f"{v:.3g}")
     st.dataframe(frame, hide_index=True, width="stretch")

@@ -312,18 +312,29 @@ EXPLORED = (
     ("pages/depth.py", "ui.depth_view", "stack", {}),
     ("pages/generation.py", "ui.generation_view", "attn", {}),
 )
+# Choices whose work does not depend on the model (the Cost page's sweeps: about 13 s to measure all
+# sixteen here, and a class's slowest clicks when each student's first change measured its own).
+EXPLORED_ANY_MODEL = (
+    ("pages/cost.py", "ui.cost_view", "d", {}),
+    ("pages/cost.py", "ui.cost_view", "heads", {}),
+    ("pages/cost.py", "ui.cost_view", "b", {}),
+    ("pages/cost.py", "ui.cost_view", "nmax", {}),
+)
 # Work behind a button that needs nothing but the bundled models: one visit asks for it.
 ON_REQUEST = (("pages/positions.py", {"model": "induction-rope", "ext": "20"}),)
 
 
 def explored(ids: list[str]) -> list[tuple[str, dict]]:
-    """(page file, query) for every choice in EXPLORED, with every model in `ids`."""
+    """(page file, query) for every choice in EXPLORED, with every model in `ids`, and every choice in
+    EXPLORED_ANY_MODEL with the default model."""
     wanted = []
-    for path, module, name, extra in EXPLORED:
-        param = getattr(importlib.import_module(module).URL, name)
-        for choice in param.choices:
-            for model_id in ids:
-                wanted.append((path, {"model": model_id, **extra, name: param.text(choice)}))
+    for entries, models_ in ((EXPLORED, ids), (EXPLORED_ANY_MODEL, [None])):
+        for path, module, name, extra in entries:
+            param = getattr(importlib.import_module(module).URL, name)
+            for choice in param.choices:
+                for model_id in models_:
+                    model = {} if model_id is None else {"model": model_id}
+                    wanted.append((path, {**model, **extra, name: param.text(choice)}))
     return wanted
 
 

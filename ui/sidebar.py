@@ -10,10 +10,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 import streamlit as st
 import torch
 
-from core.analysis import tensor_from
 from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
 from ui import ensure_app_navigation, lessons_bar, models, query
@@ -255,11 +255,18 @@ def selection_for(sel: Selection, text: str, what: str = "second input") -> tupl
 def prediction_table(sel: Selection, logits) -> list[dict]:
     """One row per scored output position: the model's top token, the right one, and whether they agree.
 
-    `logits` `[1 pos vocab]` may be a torch tensor or a numpy array (as `ui.runs.run` returns).
+    `logits` `[1 pos vocab]` may be a torch tensor or a numpy array (as `ui.runs.run` returns). The
+    softmax is numpy's: it runs on every rerun, and small numpy calls keep the interpreter lock where
+    each torch call would hand it over and wait to get it back (ui/interpreter.py).
     """
     if sel.targets is None:
         return []
-    probs = torch.softmax(tensor_from(logits)[0].float(), dim=-1)  # [pos vocab]
+    if isinstance(logits, torch.Tensor):
+        logits = logits.detach().cpu().numpy()
+    scores = np.asarray(logits, dtype=np.float64)[0]  # [pos vocab]
+    scores = scores - scores.max(axis=-1, keepdims=True)  # the largest logit of each row becomes 0: no overflow
+    probs = np.exp(scores)
+    probs /= probs.sum(axis=-1, keepdims=True)  # [pos vocab]
     rows = []
     for p, target in enumerate(sel.targets):
         if target == IGNORE or p >= probs.shape[0]:
