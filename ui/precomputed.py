@@ -312,16 +312,33 @@ EXPLORED = (
     ("pages/depth.py", "ui.depth_view", "stack", {}),
     ("pages/generation.py", "ui.generation_view", "attn", {}),
 )
-# Choices whose work does not depend on the model (the Cost page's sweeps: about 13 s to measure all
-# sixteen here, and a class's slowest clicks when each student's first change measured its own).
+# Choices whose work does not depend on the model, visited with the default model: the Cost page's
+# sweeps (about 13 s to measure all sixteen here) and the Depth page's random stacks at every layer
+# count, init gain, seed, stream count and noise (about 40 s). A class's slowest clicks were these,
+# each student's first change measuring or building its own. A whole-number parameter is visited at
+# every value from its lowest to its highest.
 EXPLORED_ANY_MODEL = (
     ("pages/cost.py", "ui.cost_view", "d", {}),
     ("pages/cost.py", "ui.cost_view", "heads", {}),
     ("pages/cost.py", "ui.cost_view", "b", {}),
     ("pages/cost.py", "ui.cost_view", "nmax", {}),
+    ("pages/depth.py", "ui.depth_view", "L", {}),
+    ("pages/depth.py", "ui.depth_view", "gain", {}),
+    ("pages/depth.py", "ui.depth_view", "iseed", {}),
+    ("pages/depth.py", "ui.depth_view", "streams", {}),
+    ("pages/depth.py", "ui.depth_view", "noise", {}),
 )
 # Work behind a button that needs nothing but the bundled models: one visit asks for it.
 ON_REQUEST = (("pages/positions.py", {"model": "induction-rope", "ext": "20"}),)
+
+
+def values_of(param) -> tuple:
+    """Every value a URL parameter can take: a Choice's choices, an Int's whole range."""
+    from ui.params import Int
+
+    if isinstance(param, Int):
+        return tuple(range(param.lo, param.hi + 1, param.step))
+    return tuple(param.choices)
 
 
 def explored(ids: list[str]) -> list[tuple[str, dict]]:
@@ -331,7 +348,7 @@ def explored(ids: list[str]) -> list[tuple[str, dict]]:
     for entries, models_ in ((EXPLORED, ids), (EXPLORED_ANY_MODEL, [None])):
         for path, module, name, extra in entries:
             param = getattr(importlib.import_module(module).URL, name)
-            for choice in param.choices:
+            for choice in values_of(param):
                 for model_id in models_:
                     model = {} if model_id is None else {"model": model_id}
                     wanted.append((path, {**model, **extra, name: param.text(choice)}))

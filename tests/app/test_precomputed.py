@@ -176,11 +176,12 @@ NOT_STORED = {"ui.positions_runs:order_answers", "ui.positions_runs:shift_table"
 
 def explored_samples() -> list[tuple[str, dict]]:
     """A few explored choices (ui.precomputed.EXPLORED, EXPLORED_ANY_MODEL, ON_REQUEST): a view switch, the
-    ablation mode, a positional scheme, a stack, the Cost page's longest n, d = 16 and a block of 16, and
-    the extrapolation run behind its button."""
+    ablation mode, a positional scheme, a stack, the Cost page's longest n, d = 16 and a block of 16, the
+    Depth page's random stacks at 12 layers, seed 12, gain 0.25 and noise 0.25, and the extrapolation run
+    behind its button."""
     wanted = {("pages/heads.py", "roles"), ("pages/heads.py", "mean"), ("pages/positions.py", "sinusoidal"),
               ("pages/depth.py", "encoder"), ("pages/masks.py", "sliding"), ("pages/cost.py", "2048"),
-              ("pages/cost.py", "16")}
+              ("pages/cost.py", "16"), ("pages/depth.py", "12"), ("pages/depth.py", "0.25")}
     picked = [(path, q) for path, q in P.explored(["sort-encdec"]) if (path, list(q.values())[-1]) in wanted]
     return picked + [(path, dict(q)) for path, q in P.ON_REQUEST]
 
