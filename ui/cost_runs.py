@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 from core.analysis import cost as A
 from core.figures import cost as F
+from ui import measure_process
 from ui.figures import cached
 from ui.memo import memo
 
@@ -21,14 +22,17 @@ SWEEP_PROGRESS: ContextVar[Optional[Callable[[float, str], None]]] = ContextVar(
 
 @memo(maxsize=32)
 def time_sweep(setting: A.Setting, run: int = 0) -> dict:
-    """Median times of every method at every n (``run`` only tells a fresh measurement from the kept one)."""
-    return A.time_sweep(setting, progress=SWEEP_PROGRESS.get())
+    """Median times of every method at every n (``run`` only tells a fresh measurement from the kept one),
+    measured in the worker process (ui.measure_process): thousands of tiny torch calls, each of which
+    would wait for the interpreter lock while other students' pages are drawn."""
+    return measure_process.measure(A.time_sweep, setting, progress=SWEEP_PROGRESS.get())
 
 
 @memo(maxsize=32)
 def memory_sweep(setting: A.Setting) -> dict:
-    """Peak memory of a training step of explicit and chunked attention at every n (deterministic on the CPU)."""
-    return A.memory_sweep(setting, progress=SWEEP_PROGRESS.get())
+    """Peak memory of a training step of explicit and chunked attention at every n (deterministic on the CPU;
+    in the worker process too, so it does not hold the server up)."""
+    return measure_process.measure(A.memory_sweep, setting, progress=SWEEP_PROGRESS.get())
 
 
 # Figures, built once per distinct input for every session (see ui.figures.cached).

@@ -15,7 +15,7 @@ from core.analysis import leakage as L
 from core.device import one_thread
 from core.figures import generation as F
 from core.tasks import get_task
-from ui import models, sidebar
+from ui import measure_process, models, sidebar
 from ui.figures import cached
 from ui.memo import freeze, memo
 from ui.runs import model_inputs
@@ -116,7 +116,18 @@ def timings(model_id: str, device: str, source_len: int, prompt_len: int, steps:
 
     Timed on a stand-in input of the student's lengths: the work does not depend on which tokens are read,
     so every student with this model and these lengths shares one measurement (and the app ships the
-    default one, ui.precomputed). A decoder's source is its prompt (`source_len` == `prompt_len`)."""
+    default one, ui.precomputed). A decoder's source is its prompt (`source_len` == `prompt_len`). A
+    bundled model is timed in the worker process (ui.measure_process: each decoding step is many tiny
+    torch calls, which in the server would wait for other students' page runs); an uploaded one, which
+    only this server holds, here."""
+    args = (model_id, device, source_len, prompt_len, steps, bos_id)
+    if model_id in {row["id"] for row in models.manifest()}:
+        return freeze(measure_process.measure(measure_timings, *args))
+    return freeze(measure_timings(*args))
+
+
+def measure_timings(model_id: str, device: str, source_len: int, prompt_len: int, steps: int, bos_id: int) -> dict:
+    """The body of `timings`, importable by the worker process."""
     model = models.get_model(model_id, device)[0]
     ids = (torch.arange(source_len, device=model.device) % model.cfg.vocab_size).unsqueeze(0)  # [1 pos]
     if model.is_encoder_decoder:
@@ -127,7 +138,7 @@ def timings(model_id: str, device: str, source_len: int, prompt_len: int, steps:
         G.time_per_token(model, tokens, 2, True, tgt_prefix, repeats=1)  # warm up
         cached_ms = 1e3 * G.time_per_token(model, tokens, steps, True, tgt_prefix, repeats=5)
         full_ms = 1e3 * G.time_per_token(model, tokens, steps, False, tgt_prefix, repeats=5)
-    return freeze({"with cache": cached_ms, "without cache": full_ms})
+    return {"with cache": cached_ms, "without cache": full_ms}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -203,17 +203,20 @@ def start_afresh(connected: Callable[[], Optional[int]]) -> bool:
     Called by the idle trimmer (ui.allocator) before it hands free memory back: the students' own
     results and figures in the memos, and the shipped results they decoded, are no use to the next
     class, and they were what kept the memory above its level before the class (README, "Classroom
-    benchmark"). The bundled models stay loaded. With a tab still open (a projector, a student who
+    benchmark"), and so is the measurement worker (ui.measure_process). The bundled models stay loaded.
+    With a tab still open (a projector, a student who
     stepped away) nothing is forgotten; None (cannot tell) counts as open."""
-    from ui import allocator, memo, precomputed
+    from ui import allocator, measure_process, memo, precomputed
 
     if connected() != 0:
         return False
     forgotten = memo.forget_results()
     precomputed.forget_decoded()
+    worker = measure_process.stop()  # its own torch and buffers: started again by the next measurement
     if enabled():
         run_all()
-    allocator.log_memory(f"nobody connected: forgot {forgotten} results and warmed up again")
+    allocator.log_memory(f"nobody connected: forgot {forgotten} results{', ended the measurement worker' if worker else ''}"
+                         " and warmed up again")
     return True
 
 

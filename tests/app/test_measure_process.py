@@ -1,0 +1,103 @@
+"""ui.measure_process: measurements run in a worker process with its own interpreter lock; progress
+comes back to the caller's thread; errors come back as they were raised; a dead worker falls back to
+measuring in the server; stop() ends the worker and the next measurement starts a new one."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+import ui
+from core.analysis import cost as A
+from ui import measure_process as MP
+
+
+def where(progress=None) -> int:
+    """The process it ran in, after reporting two steps."""
+    if progress is not None:
+        progress(0.5, "half")
+        progress(1.0, "done")
+    return os.getpid()
+
+
+def refuse(progress=None):
+    raise ValueError("n must be at least 2")
+
+
+def die_unless_in(parent: int, progress=None) -> str:
+    if os.getpid() != parent:
+        os._exit(3)  # the worker dies as a crash would end it
+    return "measured in the server"
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    monkeypatch.setattr(ui, "_under_apptest", lambda: False)  # an earlier AppTest may leave its mock runtime
+    monkeypatch.delenv("GLASSBOX_MEASURE_PROCESS", raising=False)
+    MP.stop()
+    yield
+    MP.stop()
+
+
+def test_a_measurement_runs_in_another_process_and_reports_progress_here(worker):
+    seen = []
+    pid = MP.measure(where, progress=lambda f, text: seen.append((f, text, threading.get_ident())))
+    assert pid != os.getpid() and MP.running()
+    assert [(f, t) for f, t, _ in seen] == [(0.5, "half"), (1.0, "done")]
+    assert {ident for *_, ident in seen} == {threading.get_ident()}  # the caller's thread draws the bar
+    assert MP.measure(where) == pid  # the same worker, started once
+
+
+def test_a_real_sweep_in_the_worker_matches_the_shape_of_one_in_process(worker):
+    setting = A.Setting(ns=(32, 64), repeats=1)
+    there = MP.measure(A.time_sweep, setting)
+    here = A.time_sweep(setting)
+    assert there["ns"] == here["ns"] == [32, 64]
+    assert set(there["ms"]) == set(here["ms"]) and all(len(v) == 2 and min(v) > 0 for v in there["ms"].values())
+
+
+def test_errors_come_back_as_raised(worker):
+    with pytest.raises(ValueError, match="at least 2"):
+        MP.measure(refuse)
+    assert MP.measure(where) != os.getpid()  # the worker survived it
+
+
+def test_a_dead_worker_falls_back_to_the_server_and_the_next_one_starts_afresh(worker):
+    assert MP.measure(die_unless_in, os.getpid()) == "measured in the server"
+    assert not MP.running()
+    assert MP.measure(where) != os.getpid()
+
+
+def test_stop_ends_the_worker(worker):
+    first = MP.measure(where)
+    assert MP.stop() and not MP.running() and not MP.stop()
+    assert MP.measure(where) not in (first, os.getpid())
+
+
+def test_switched_off_it_measures_in_the_server(worker, monkeypatch):
+    monkeypatch.setenv("GLASSBOX_MEASURE_PROCESS", "0")
+    assert MP.measure(where) == os.getpid() and not MP.running()
+
+
+def test_under_apptest_it_measures_in_the_server(monkeypatch):
+    monkeypatch.setattr(ui, "_under_apptest", lambda: True)
+    assert MP.measure(where) == os.getpid()
+
+
+def test_keyword_arguments_and_a_function_without_progress(worker):
+    from core.analysis import masks as MA
+    from ui import masks_runs
+
+    rows = MP.measure(MA.time_attention, ns=(16, 32), b=8, repeats=1, seed=0)
+    assert [r["n"] for r in rows] == [16, 32] and all(r["dense ms"] > 0 for r in rows)
+    assert masks_runs.measure_process is MP  # the Masks timing goes through it
+
+
+def test_a_bundled_model_is_timed_in_the_worker(worker):
+    from ui import generation_runs as G
+
+    timed = MP.measure(G.measure_timings, "sort-decoder", "cpu", 6, 6, 3, 1)
+    assert set(timed) == {"with cache", "without cache"}
+    assert all(len(ms) == 3 and (ms > 0).all() for ms in timed.values())  # one time per decoding step
