@@ -1,7 +1,8 @@
 """Real server and browser: once the server is quiet, it trims its memory; it forgets what a class
 computed only when no tab is connected any more (ui.allocator.IdleTrimmer, ui.warmup.start_afresh,
 ui.activity.connected_sessions, which asks Streamlit's session manager: this test is what notices if a
-Streamlit upgrade changes that)."""
+Streamlit upgrade changes that), and then ends the measurement worker a Cost page started
+(ui.measure_process)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def test_memory_is_trimmed_while_a_tab_is_open_and_the_class_forgotten_once_it_c
         page = context.new_page()
         open_page(page, f"{url}/attention", timeout=240_000)
         assert_no_exception(page)
+        open_page(page, f"{url}/cost?nmax=64&b=16", timeout=240_000)  # not shipped: measured in the worker
+        page.get_by_text("Measured on this machine").first.wait_for(timeout=120_000)
+        assert_no_exception(page)
         trimmed = _wait_for_line(log, "memory trimmed")
         assert "RSS" in trimmed and "memos keep" in trimmed
         time.sleep(3)  # several more checks with the tab still open
@@ -42,4 +46,5 @@ def test_memory_is_trimmed_while_a_tab_is_open_and_the_class_forgotten_once_it_c
         context.close()  # the last tab goes: no page runs after it
         forgot = _wait_for_line(log, "nobody connected: forgot", after=seen)
         assert int(forgot.split("forgot ")[1].split()[0]) > 0  # the Attention page's results were let go
+        assert "ended the measurement worker" in forgot  # its own process, started by the Cost page
         _wait_for_line(log, "memory trimmed", after=seen)  # and trimmed again
