@@ -77,6 +77,9 @@ def measure(fn: Callable, *args, progress: Progress = None, **kwargs) -> Any:
             _log().warning("measurement worker failed (%r); measuring in the server instead", exc)
             _stop_locked()
             kind = None
+        except BaseException:  # `progress` raised (Streamlit stops a run that way when a rerun is asked for):
+            _stop_locked(kill=True)  # the worker would still answer this request, so the next would read it
+            raise
     if kind == "error":
         raise payload[0]
     if kind == "result":
@@ -89,10 +92,12 @@ def _call(fn: Callable, args: tuple, kwargs: dict, progress: Progress) -> Any:
     return fn(*args, **kwargs) if progress is None else fn(*args, progress=progress, **kwargs)
 
 
-def _stop_locked() -> None:
+def _stop_locked(kill: bool = False) -> None:
     while _WORKER:
         process = _WORKER.pop()
         try:
+            if kill:
+                process.kill()
             process.stdin.close()  # the worker's loop ends at the end of its input
             process.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):

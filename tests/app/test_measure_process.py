@@ -101,3 +101,25 @@ def test_a_bundled_model_is_timed_in_the_worker(worker):
     timed = MP.measure(G.measure_timings, "sort-decoder", "cpu", 6, 6, 3, 1)
     assert set(timed) == {"with cache", "without cache"}
     assert all(len(ms) == 3 and (ms > 0).all() for ms in timed.values())  # one time per decoding step
+
+
+class Stopped(Exception):
+    """What Streamlit raises from an element call when the run is to stop."""
+
+
+def slow_count(n: int, progress=None) -> int:
+    for i in range(n):
+        if progress is not None:
+            progress(i / n, f"step {i}")
+    return n
+
+
+def test_a_run_stopped_during_a_measurement_leaves_no_answer_for_the_next(worker):
+    def stop_at_once(fraction, text):
+        raise Stopped()
+
+    with pytest.raises(Stopped):
+        MP.measure(slow_count, 50, progress=stop_at_once)
+    assert not MP.running()  # killed: its pending answer cannot reach the next caller
+    assert MP.measure(slow_count, 7) == 7
+    assert MP.measure(where) != os.getpid()
