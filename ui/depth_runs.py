@@ -17,7 +17,7 @@ from core.analysis import depth as A
 from core.figures import depth as F
 from core.hyper import HyperConfig, HyperTransformer
 from core.tasks import get_task
-from ui import models
+from ui import measure_process, models
 from ui.figures import cached
 from ui.memo import freeze, memo
 from ui.runs import model_inputs
@@ -50,8 +50,9 @@ def backward_data(cache_key: tuple, prefix: str, kind: str, position: int, targe
 @memo(maxsize=256)
 def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int, noise: float) -> A.DepthProfile:
     """One random stack's gradient profile (each variant cached on its own). Slow on a miss: the view
-    shows a spinner then."""
-    return freeze(A.depth_profile(variant, n_layers, gain, seed, streams, noise))
+    shows a spinner then. Built in the worker process (ui.measure_process), away from the other
+    students' page runs (those one change from the default ship with the app, ui.precomputed)."""
+    return freeze(measure_process.measure(A.depth_profile, variant, n_layers, gain, seed, streams, noise))
 
 
 @memo(maxsize=32)

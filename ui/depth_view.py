@@ -327,7 +327,7 @@ class Experiment:
 
 def experiment_intro() -> None:
     """What the random stacks are, and the seed's bounds."""
-    st.header("3. Why depth trains: gradients through 48 layers")
+    st.header(f"3. Why depth trains: gradients through up to {A.MAX_EXPERIMENT_LAYERS} layers")
     st.markdown(
         "Now build stacks of random, untrained blocks (d_model 32, 4 heads, 12 tokens, float64) and measure the "
         "gradient of the loss at the input of every block, divided by its value at the top. Every stack is the "

@@ -175,13 +175,20 @@ def leakage_accuracy(device: str) -> tuple:
 
 @memo(maxsize=16)
 def tiny_decoders(seed: int, steps: int) -> dict:
-    """The causal and the full-mask tiny decoders trained with `seed` (a few seconds; kept for everyone)."""
+    """The causal and the full-mask tiny decoders trained with `seed` (a few seconds; kept for everyone),
+    trained in the worker process (ui.measure_process): thousands of small torch calls that would
+    otherwise wait for, and hold up, the other students' page runs."""
+    return freeze(measure_process.measure(train_tiny_decoders, seed, steps))
+
+
+def train_tiny_decoders(seed: int, steps: int) -> dict:
+    """The body of `tiny_decoders`, importable by the worker process."""
     out = {}
     with one_thread():
         for kind in L.MASKS:
             model, losses = L.train_tiny_decoder(kind, seed, steps)
             out[kind] = {"losses": losses, **L.tiny_report(model, kind)}
-    return freeze(out)
+    return out
 
 
 def tiny_decoders_ready(seed: int, steps: int) -> bool:

@@ -1,11 +1,13 @@
-"""Timing measurements in a process of their own, so a class neither slows them nor waits for them.
+"""Timing measurements, and other long torch work that needs nothing from the server, in a process of
+their own, so a class neither slows them nor waits for them.
 
 A timing sweep is thousands of tiny torch calls (the RNN steps through every position), and torch
 lets go of the interpreter lock around each one. Run in the server, every call waits to get the lock
 back while other students' pages are drawn (ui/interpreter.py): a sweep that takes 1.5 s alone took
 4-8 s in a class of 30, held everyone else up while it ran, and what it measured was mostly that
-wait. Here it runs in one worker process (`python -m ui.measure_process`, started on the first such
-measurement; it pays torch's import once, about a second) with its own interpreter lock. Requests
+wait. The same holds for building the Depth page's random stacks and training the Generation
+page's tiny decoders. Here such work runs in one worker process (`python -m ui.measure_process`,
+started on first use; it pays torch's import once, about a second) with its own interpreter lock. Requests
 and answers are pickles over the worker's stdin and stdout: the server starts the worker itself and
 reads only what its own child writes. Measurements queue one at a time, which also keeps them from
 timing each other; progress comes back to the session that asked. When the worker cannot start or

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
 import pytest
 
 import ui
@@ -123,3 +124,16 @@ def test_a_run_stopped_during_a_measurement_leaves_no_answer_for_the_next(worker
     assert not MP.running()  # killed: its pending answer cannot reach the next caller
     assert MP.measure(slow_count, 7) == 7
     assert MP.measure(where) != os.getpid()
+
+
+def test_depth_stacks_and_tiny_decoders_go_through_the_worker(worker):
+    """The Depth page's random stacks and the Generation page's tiny decoders: the same results as
+    built here (both are seeded), from the worker."""
+    from core.analysis import depth as D
+    from ui import generation_runs as G
+
+    there = MP.measure(D.depth_profile, "pre-LN", 4, 1.0, 3, 4, 0.5)
+    here = D.depth_profile("pre-LN", 4, 1.0, 3, 4, 0.5)
+    assert np.array_equal(there.resid_grad, here.resid_grad)
+    trained = MP.measure(G.train_tiny_decoders, 1, 3)
+    assert set(trained) == {"causal", "full"} and all(len(v["losses"]) == 3 for v in trained.values())
