@@ -3,8 +3,8 @@
 Torch lets go of the interpreter lock around every operation, however small, and takes it back
 afterwards. While another session's thread runs Python (drawing a page), taking it back waits for
 that thread to be asked to let go, which CPython does only after the switch interval (5 ms by
-default). A rerun that makes 150 tiny torch calls (the Masks page's leak table) took 0.3 ms alone
-and 0.26 s beside one busy Python thread, 2.4 s beside two (bench/gil_convoy.py). A shorter
+default). 150 tiny torch calls (the Masks page's leak table) took 0.4 ms alone, 0.28 s beside one
+busy Python thread and 3.4 s beside two; at 1 ms, 42 ms beside one (bench/gil_convoy.py). A shorter
 interval bounds that wait at little cost to the threads that only run Python, so the server sets it
 once, at app.py's first run, as it sets torch's thread count.
 """
