@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional
 ROOT = Path(__file__).resolve().parent.parent
 Progress = Optional[Callable[[float, str], None]]
 _LOCK = threading.Lock()  # one measurement at a time through the one worker
+WAITING = "waiting for another student's measurement to finish"
 _WORKER: list[subprocess.Popen] = []
 
 
@@ -60,12 +61,17 @@ def _worker() -> subprocess.Popen:
 
 
 def measure(fn: Callable, *args, progress: Progress = None, **kwargs) -> Any:
-    """fn(*args, **kwargs) in the worker process (fn must be a module-level function the worker can import; it gets
-    `progress=` only when a callback is given, which is called here, in the caller's thread, as the worker reports. In-process when
-    switched off or when the worker fails; an exception fn raises comes back as raised."""
+    """fn(*args, **kwargs) in the worker process. fn must be a module-level function the worker can
+    import; it gets `progress=` only when a callback is given, which is called here, in the caller's
+    thread, as the worker reports (and once with WAITING while another measurement holds the worker).
+    In-process when switched off or when the worker fails; an exception fn raises comes back as raised."""
     if not enabled():
         return _call(fn, args, kwargs, progress)
-    with _LOCK:
+    if not _LOCK.acquire(blocking=False):  # another student's measurement is running: say so, then queue
+        if progress is not None:
+            progress(0.0, WAITING)
+        _LOCK.acquire()
+    try:
         try:
             worker = _worker()
             pickle.dump(((fn.__module__, fn.__qualname__), args, kwargs, progress is not None), worker.stdin)
@@ -82,6 +88,8 @@ def measure(fn: Callable, *args, progress: Progress = None, **kwargs) -> Any:
         except BaseException:  # `progress` raised (Streamlit stops a run that way when a rerun is asked for):
             _stop_locked(kill=True)  # the worker would still answer this request, so the next would read it
             raise
+    finally:
+        _LOCK.release()
     if kind == "error":
         raise payload[0]
     if kind == "result":

@@ -137,3 +137,21 @@ def test_depth_stacks_and_tiny_decoders_go_through_the_worker(worker):
     assert np.array_equal(there.resid_grad, here.resid_grad)
     trained = MP.measure(G.train_tiny_decoders, 1, 3)
     assert set(trained) == {"causal", "full"} and all(len(v["losses"]) == 3 for v in trained.values())
+
+
+def test_a_queued_measurement_says_it_is_waiting(worker):
+    """While another student's measurement holds the worker, the progress bar says so."""
+    seen, answer = [], []
+    MP._LOCK.acquire()  # as a measurement in another session would
+    try:
+        caller = threading.Thread(target=lambda: answer.append(MP.measure(where, progress=lambda f, t: seen.append(t))))
+        caller.start()
+        for _ in range(200):
+            if seen:
+                break
+            threading.Event().wait(0.01)
+        assert seen == [MP.WAITING] and not answer  # told, and still queued
+    finally:
+        MP._LOCK.release()
+    caller.join(timeout=60)
+    assert answer and answer[0] != os.getpid() and seen == [MP.WAITING, "half", "done"]
