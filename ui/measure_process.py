@@ -7,7 +7,7 @@ back while other students' pages are drawn (ui/interpreter.py): a sweep that tak
 4-8 s in a class of 30, held everyone else up while it ran, and what it measured was mostly that
 wait. The same holds for building the Depth page's random stacks and training the Generation
 page's tiny decoders. Here such work runs in one worker process (`python -m ui.measure_process`,
-started on first use; it pays torch's import once, about a second) with its own interpreter lock. Requests
+started on first use; starting it and importing torch took 1.2 s here) with its own interpreter lock. Requests
 and answers are pickles over the worker's stdin and stdout: the server starts the worker itself and
 reads only what its own child writes. Measurements queue one at a time, which also keeps them from
 timing each other; progress comes back to the session that asked. When the worker cannot start or

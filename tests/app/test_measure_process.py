@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -149,7 +150,7 @@ def test_a_queued_measurement_says_it_is_waiting(worker):
         for _ in range(200):
             if seen:
                 break
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
         assert seen == [MP.WAITING] and not answer  # told, and still queued
     finally:
         MP._LOCK.release()
