@@ -1,16 +1,20 @@
 # One Glassbox server: docker build -t glassbox . && docker run -p 8501:8501 glassbox
 # For a class too big for one process, run several of these behind a balancer with sticky
 # sessions: deploy/CLUSTER.md.
-FROM python:3.11-slim-bookworm
+# Both build arguments have working defaults; deploy/docker_check.sh overrides them on a machine
+# that cannot pull the base image or reach PyTorch's index (a local base, a wheel in wheels/).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
+ARG TORCH_INSTALL="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 
 WORKDIR /app
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2
 
 # torch's CPU build from PyTorch's own index first: from PyPI, Linux gets the CUDA build with
 # gigabytes of libraries. For a GPU image, use an NVIDIA CUDA base image and the cu128 index (README).
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-COPY requirements.txt .
-RUN pip install -r requirements.txt
+# `wheels*` matches nothing in a plain checkout (COPY allows that beside a file that exists).
+COPY requirements.txt wheels* /tmp/build/
+RUN pip install ${TORCH_INSTALL} && pip install -r /tmp/build/requirements.txt && rm -rf /tmp/build
 
 COPY app.py ./
 COPY .streamlit .streamlit
