@@ -8,7 +8,8 @@ FROM ${BASE_IMAGE}
 ARG TORCH_INSTALL="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 
 WORKDIR /app
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=1048576
 
 # torch's CPU build from PyTorch's own index first: from PyPI, Linux gets the CUDA build with
 # gigabytes of libraries. For a GPU image, use an NVIDIA CUDA base image and the cu128 index (README).

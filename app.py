@@ -19,6 +19,7 @@ torch.set_num_threads(1)
 # session waits to take it back while others draw their pages (ui/interpreter.py).
 interpreter.share_the_lock()
 allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
+allocator.fix_mmap_threshold()  # and big freed blocks go back to the system instead of staying in the heap
 if not _under_apptest():
     # once per process: when idle, memory back to the system; when the class has left, what it computed too
     allocator.start_trimmer(activity.last_run, before_trim=lambda: warmup.start_afresh(activity.connected_sessions))

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+MMAP_THRESHOLD = "1048576"  # ui.allocator.MMAP_THRESHOLD, from the first allocation (tests/app/test_allocator.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
 ROUTE_COOKIE = "glassbox_route"
@@ -129,6 +131,7 @@ class Cluster:
         # Two malloc arenas from the first allocation (ui/allocator.py can only cap them once app.py runs):
         # after a class leaves, the server's memory comes back near its baseline.
         env.setdefault("MALLOC_ARENA_MAX", "2")
+        env.setdefault("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)  # and 1 MiB+ blocks mapped apart, freed to the system
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),

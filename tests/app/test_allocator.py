@@ -120,3 +120,60 @@ def test_trim_hands_freed_memory_back():
     # grow in place it maps memory instead), and then free() already gave them back: nothing left to trim.
     if peak - before < 20:
         assert before - after > 50, (before, after)  # about 95 MB of free pages went back
+
+
+_THRESHOLD_PROBE = """
+import ctypes, json, sys
+from ui import allocator
+if sys.argv[1] == "fixed":
+    assert allocator.fix_mmap_threshold(1024 * 1024) is True
+    assert allocator.fix_mmap_threshold(64 * 1024) is True  # once per process: not set again
+libc = allocator._libc()
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(4 * 1024 * 1024))  # glibc's default threshold rises to the size of a freed mapped block
+before = allocator.malloc_mb()["mapped"]
+block = libc.malloc(2 * 1024 * 1024)  # above the fixed threshold, below the risen one
+during = allocator.malloc_mb()["mapped"]
+libc.free(block)
+print(json.dumps([before, during, allocator.malloc_mb()["mapped"]]))
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt(M_MMAP_THRESHOLD) and mallinfo2 are glibc's")
+@pytest.mark.parametrize("mode", ["default", "fixed"])
+def test_a_fixed_mmap_threshold_keeps_big_blocks_out_of_the_heap(mode):
+    """With glibc's default, a freed 4 MiB block raises the threshold and a later 2 MiB block lands in
+    the heap (where, freed, it stays); with the fixed threshold it gets its own mapping, gone when freed.
+    In a fresh process: the threshold is process-wide and set once."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", _THRESHOLD_PROBE, mode], cwd=allocator.__file__.rsplit("/ui/", 1)[0],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, during, after = json.loads(out.stdout.strip().splitlines()[-1])
+    if mode == "fixed":
+        assert during - before >= 2 and abs(after - before) < 0.5, (before, during, after)
+    else:
+        assert during - before < 0.5, (before, during, after)  # the default: in the heap
+
+
+def test_the_cluster_and_the_image_set_the_same_threshold_from_the_first_allocation():
+    from pathlib import Path
+
+    from deploy import cluster
+
+    root = Path(allocator.__file__).resolve().parents[1]
+    assert int(cluster.MMAP_THRESHOLD) == allocator.MMAP_THRESHOLD
+    assert f"MALLOC_MMAP_THRESHOLD_={allocator.MMAP_THRESHOLD}" in (root / "Dockerfile").read_text()
+
+
+def test_an_operators_threshold_in_the_environment_is_kept(monkeypatch):
+    monkeypatch.setattr(allocator, "_THRESHOLD", [])
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "33554432")
+    calls = []
+    monkeypatch.setattr(allocator, "_libc", lambda: type("Libc", (), {"mallopt": lambda *a: calls.append(a) or 1})())
+    assert allocator.fix_mmap_threshold() is True and calls == []
