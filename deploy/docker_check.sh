@@ -50,18 +50,20 @@ if [ "$LOCAL_BASE" = 1 ]; then
   fi
   build_args+=(--build-arg "BASE_IMAGE=$BASE_TAG")
 fi
-cleanup_wheels=0
+copied_wheel=""
 if [ -n "$TORCH_WHEEL" ]; then
   mkdir -p wheels
-  cp "$TORCH_WHEEL" wheels/
-  cleanup_wheels=1
+  copied_wheel="wheels/$(basename "$TORCH_WHEEL")"
+  [ -e "$copied_wheel" ] && copied_wheel=""  # already there: the user's, left in place
+  cp -n "$TORCH_WHEEL" wheels/
   build_args+=(--build-arg "TORCH_INSTALL=/tmp/build/$(basename "$TORCH_WHEEL")")
 fi
 
 container=""
 finish() {
   [ -n "$container" ] && docker rm -f "$container" >/dev/null 2>&1 || true
-  [ "$cleanup_wheels" = 1 ] && rm -rf wheels || true
+  if [ -n "$copied_wheel" ]; then rm -f "$copied_wheel"; rmdir wheels 2>/dev/null || true; fi
+  true
 }
 trap finish EXIT
 
