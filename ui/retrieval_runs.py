@@ -59,6 +59,17 @@ def span_report(model_id: str, device: str) -> AR.SpanReport:
     return freeze(AR.key_span_residuals(model))
 
 
+@memo(maxsize=4)
+def span_table(device: str) -> tuple[tuple[dict, ...], float, float]:
+    """Panel 3's table (largest and median relative residual of every head of both models), the tied
+    model's largest residual and the untied model's median: once per device, not on every click."""
+    reports = {mid: span_report(mid, device) for mid in TIED_PAIR}
+    rows = tuple({"model": mid, "layer": lay, "head": h, "largest relative residual": float(reports[mid].worst()[lay, h]),
+                  "median relative residual": float(np.median(reports[mid].relative[lay, h]))}
+                 for mid in TIED_PAIR for lay in range(2) for h in range(2))
+    return rows, float(reports["recall-tied"].worst().max()), float(np.median(reports["recall-decoder"].relative))
+
+
 @memo(maxsize=32)
 def hijack_curve(model_id: str, device: str, position: int) -> list[AR.HijackPoint]:
     """The attack at every alpha of ALPHAS on N_ATTACK examples."""

@@ -255,12 +255,8 @@ def tied_panel(sel: Selection) -> None:
     st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position, "
                                                 f"split against the span of the keys it could see"),
                     key="retrieval.span")
-    rows = [{"model": mid, "layer": lay, "head": h, "largest relative residual": float(reports[mid].worst()[lay, h]),
-             "median relative residual": float(np.median(reports[mid].relative[lay, h]))}
-            for mid in R.TIED_PAIR for lay in range(2) for h in range(2)]
+    rows, tied_worst, untied_median = R.span_table(sel.device)
     number_table(rows, {"largest relative residual": "%.2e", "median relative residual": "%.2e"})
-    tied_worst = float(reports["recall-tied"].worst().max())
-    untied_median = float(np.median(reports["recall-decoder"].relative))
     st.markdown(
         f"**What you just saw.** Every head of the tied model writes inside the span of its keys (largest residual "
         f"{tied_worst:.1e}, rounding error), while the untied model's outputs leave it (median residual "
