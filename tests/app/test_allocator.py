@@ -94,6 +94,12 @@ def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep():
     line = allocator.memory_line()
     assert re.search(r"RSS \d+ MB", line) or allocator.rss_mb() is None
     assert re.search(r"memos keep \d+ results", line) and "objects tracked" in line
+    if platform.libc_ver()[0] == "glibc":  # glibc's own count: live blocks vs free space kept in its heaps
+        assert re.search(r"malloc \d+ MB in use, \d+ MB free in its heaps, \d+ MB mapped", line), line
+        heap = allocator.malloc_mb()
+        block = bytearray(64 * 2**20)  # far above any mmap threshold: a mapping of its own
+        assert allocator.malloc_mb()["mapped"] - heap["mapped"] >= 63
+        del block
     assert memo.held()[kept.name][0] == 1 and memo.held()[kept.name][1] >= 8000
 
 
