@@ -20,6 +20,8 @@ from ui.memo import freeze, memo
 
 TIED_PAIR = ("recall-decoder", "recall-tied")  # panel 3: the same recipe, with and without W_V
 DEFENDED = ("recall-decoder", "recall-keyclip", "recall-cosine")  # panel 4: no defence, then the two defences
+MODEL_NAMES = {"recall-decoder": "no defence", "recall-tied": "V = K (tied)", "recall-keyclip": "key-norm clip",
+               "recall-cosine": "cosine scores"}
 N_ACCURACY = 512  # fresh examples for each clean accuracy
 N_ATTACK = 256  # examples for each point of the hijack curve
 ACC_SEED = 4242
@@ -68,6 +70,23 @@ def span_table(device: str) -> tuple[tuple[dict, ...], float, float]:
                   "median relative residual": float(np.median(reports[mid].relative[lay, h]))}
                  for mid in TIED_PAIR for lay in range(2) for h in range(2))
     return rows, float(reports["recall-tied"].worst().max()), float(np.median(reports["recall-decoder"].relative))
+
+
+@memo(maxsize=32)
+def hijack_rows(device: str, position: int) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
+    """Panel 4's two tables for one scaled position, once rather than on every α click: per model its clean
+    accuracy, its accuracy at α = 1 and at the largest α and the attention on the key there; and every point
+    of the three curves (the CSV)."""
+    curves = {mid: hijack_curve(mid, device, position) for mid in DEFENDED}
+    summary = []
+    for mid in DEFENDED:
+        worst = curves[mid][-1]
+        summary.append({"model": f"{MODEL_NAMES[mid]} ({mid})", "clean accuracy": clean_accuracy(mid, device),
+                        "accuracy at α = 1": curves[mid][0].accuracy, f"accuracy at α = {worst.alpha:g}": worst.accuracy,
+                        f"attention on the key at α = {worst.alpha:g}": worst.mass})
+    points = tuple({"model": m, "alpha": p.alpha, "accuracy": p.accuracy, "attention_on_key": p.mass,
+                    "attention_on_key_all_queries": p.mass_all_queries} for m in DEFENDED for p in curves[m])
+    return tuple(summary), points
 
 
 @memo(maxsize=32)

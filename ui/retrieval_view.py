@@ -33,8 +33,7 @@ ALPHAS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
 BANDWIDTH_NORMS = (2.0, 5.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 SWEEP_BETAS = np.logspace(-2, 3, 241)
 RECALL_PAIRS = 5  # the recall models' training length: positions 0..9 hold the pairs
-MODEL_NAMES = {"recall-decoder": "no defence", "recall-tied": "V = K (tied)", "recall-keyclip": "key-norm clip",
-               "recall-cosine": "cosine scores"}
+MODEL_NAMES = R.MODEL_NAMES
 HELD = 0.02  # a defence "held" when accuracy at the largest alpha stays within this of its clean accuracy
 
 URL = Params(
@@ -308,12 +307,10 @@ def hijack_panel(sel: Selection) -> None:
     st.caption(f"At α = {alpha:g}, {MODEL_NAMES[seen]}: accuracy {point.accuracy:.1%}; the answer position gives "
                f"{point.mass:.1%} of its attention to position {position}; every query after it gives "
                f"{point.mass_all_queries:.1%} on average.")
-    summary = hijack_summary(curves, sel.device)
-    number_table(summary, {c: ("percent", 0.001) for c in summary.columns if c != "model"})
+    summary, points = R.hijack_rows(sel.device, int(position))
+    number_table(summary, {c: ("percent", 0.001) for c in summary[0] if c != "model"})
     st.markdown(hijack_verdict(summary))
-    frame = pd.DataFrame([{"model": m, "alpha": p.alpha, "accuracy": p.accuracy, "attention_on_key": p.mass,
-                           "attention_on_key_all_queries": p.mass_all_queries} for m in R.DEFENDED for p in curves[m]])
-    csv_button(frame, "retrieval_hijack", "retrieval.csv_hijack")
+    csv_button(points, "retrieval_hijack", "retrieval.csv_hijack")
     try_this(
         "Raise α from 1 to 10 on the undefended model: heads whose query has a positive dot product with the "
         "scaled key swing to it (those with a negative one are pushed off it instead), and accuracy falls.",
@@ -322,28 +319,18 @@ def hijack_panel(sel: Selection) -> None:
         "more, and why might that be?")
 
 
-def hijack_summary(curves: dict, device: str) -> pd.DataFrame:
-    """Per model: clean accuracy on fresh examples, and accuracy and attention on the key at the largest alpha."""
-    rows = []
-    for mid in R.DEFENDED:
-        worst = curves[mid][-1]
-        rows.append({"model": f"{MODEL_NAMES[mid]} ({mid})", "clean accuracy": R.clean_accuracy(mid, device),
-                     "accuracy at α = 1": curves[mid][0].accuracy, f"accuracy at α = {worst.alpha:g}": worst.accuracy,
-                     f"attention on the key at α = {worst.alpha:g}": worst.mass})
-    return pd.DataFrame(rows)
-
-
-def hijack_verdict(summary: pd.DataFrame) -> str:
-    """One sentence per defence from the measured table: did it hold, and what did it cost when clean."""
-    clean, attacked = summary["clean accuracy"], summary.iloc[:, 3]
-    base = float(clean.iloc[0])
-    lines = [f"**Measured.** Undefended: {clean.iloc[0]:.1%} clean, {attacked.iloc[0]:.1%} at the largest α."]
+def hijack_verdict(summary: tuple[dict, ...]) -> str:
+    """One sentence per defence from the measured table (R.hijack_rows): did it hold, and what did it cost
+    when clean."""
+    clean = [float(row["clean accuracy"]) for row in summary]
+    attacked = [float(list(row.values())[3]) for row in summary]  # the accuracy at the largest α
+    lines = [f"**Measured.** Undefended: {clean[0]:.1%} clean, {attacked[0]:.1%} at the largest α."]
     for i in (1, 2):
-        held = float(summary["accuracy at α = 1"].iloc[i]) - float(attacked.iloc[i]) <= HELD
-        cost = base - float(clean.iloc[i])
+        held = float(summary[i]["accuracy at α = 1"]) - attacked[i] <= HELD
+        cost = clean[0] - clean[i]
         compared = "the same as" if abs(cost) < 0.0005 else f"{abs(cost):.1%} {'below' if cost > 0 else 'above'}"
-        lines.append(f"{summary['model'].iloc[i]}: {'held' if held else 'did not hold'} "
-                     f"({attacked.iloc[i]:.1%} at the largest α); its clean accuracy is {clean.iloc[i]:.1%}, "
+        lines.append(f"{summary[i]['model']}: {'held' if held else 'did not hold'} "
+                     f"({attacked[i]:.1%} at the largest α); its clean accuracy is {clean[i]:.1%}, "
                      f"{compared} the undefended model's.")
     return " ".join(lines)
 
