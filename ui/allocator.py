@@ -63,8 +63,9 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     freed, once per process (later calls return the first answer). glibc's default threshold rises to
     the size of the largest such block the program has freed (up to 32 MiB), after which a class's big
     transient buffers (figure JSON, messages, tensors) land in the heap and stay there as free space
-    that malloc_trim cannot give back. Measured (README, "Memory"): 30 students left 111 MB more
-    anonymous memory than the warm-up after the idle trim with the default, 53 MB with 1 MiB fixed;
+    that malloc_trim cannot give back. Measured (README, "Memory"): 30 students left 76-124 MB more
+    anonymous memory than the warm-up after the idle trim with the default, 68-75 MB with 1 MiB fixed
+    here (53 MB with it set in the environment from the first allocation);
     bench/malloc_threshold.py: no cost in speed at 1 MiB, training 1.5x slower at 128 KiB (its
     tensors then get a fresh mapping each step). A MALLOC_MMAP_THRESHOLD_ in the environment is the
     operator's choice and is kept. True if a threshold is in force; False without glibc."""
