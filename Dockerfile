@@ -13,7 +13,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 MALLOC
 
 # torch's CPU build from PyTorch's own index first: from PyPI, Linux gets the CUDA build with
 # gigabytes of libraries. For a GPU image, use an NVIDIA CUDA base image and the cu128 index (README).
-# `wheels*` matches nothing in a plain checkout (COPY allows that beside a file that exists).
+# `wheels*` matches nothing in a plain checkout: the legacy builder accepts that beside a file that exists
+# (checked both ways); BuildKit, not available where this was checked, is documented to accept it too.
 COPY requirements.txt wheels* /tmp/build/
 RUN pip install ${TORCH_INSTALL} && pip install -r /tmp/build/requirements.txt && rm -rf /tmp/build
 
