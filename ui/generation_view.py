@@ -24,7 +24,7 @@ from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui import generation_runs as R
 from ui import precomputed
-from ui.page import csv_download, rows_table, try_this
+from ui.page import csv_download, lazy_expander, rows_table, try_this
 from ui.params import Choice, Int, Params
 from ui.sidebar import Selection
 
@@ -208,11 +208,13 @@ def anatomy_panel(sel: Selection) -> None:
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
                                     picked.endswith("hook_pattern")),
                     key="generation.tensor")
-    table = rows_table([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
-                           "shape": "×".join(map(str, h.shape))} for h in hooks])
-    with st.expander("Every hook of this model with its shape"):
-        st.dataframe(table, hide_index=True)
-        csv_download(table, f"hooks-{sel.model_id}.csv", "generation.hooks_csv")
+    every_hook = lazy_expander("Every hook of this model with its shape", "generation.hooks_open")
+    if every_hook is not None:  # built only while open: a closed one costs nothing on the panel's clicks
+        table = rows_table([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
+                             "shape": "×".join(map(str, h.shape))} for h in hooks])
+        with every_hook:
+            st.dataframe(table, hide_index=True)
+            csv_download(table, f"hooks-{sel.model_id}.csv", "generation.hooks_csv")
     identities_section(sel)
     try_this(
         "Pick `decoder.blocks.0.cross_attn.hook_k` on reverse-encdec: its length axis is **L_e**, the source's. "

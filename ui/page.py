@@ -34,6 +34,14 @@ def csv_download(rows, file_name: str, key: str, label: str = "Download CSV") ->
                        icon=":material/table:", key=key, on_click="ignore")
 
 
+def lazy_expander(label: str, key: str):
+    """A closed expander whose content is built only while it is open (Streamlit's state-tracking
+    expander: opening it reruns the page or fragment, and `.open` says whether it is open), so a
+    closed one costs nothing on every other click. Returns the container, or None while closed."""
+    box = st.expander(label, expanded=False, key=key, on_change="rerun")
+    return box if box.open else None
+
+
 def rows_table(rows) -> pa.Table | pd.DataFrame:
     """A list of dicts as an Arrow table, which st.dataframe sends as it is: through pandas the same
     table costs about 1 ms more on every rerun (the frame, then its conversion to Arrow). Rows whose

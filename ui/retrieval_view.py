@@ -22,7 +22,7 @@ from streamlit.errors import StreamlitAPIException
 from core.analysis import retrieval as A
 from ui import models
 from ui import retrieval_runs as R
-from ui.page import csv_download, number_table, try_this
+from ui.page import csv_download, lazy_expander, number_table, try_this
 from ui.params import Choice, Float, Int, Params, general
 from ui.sidebar import Selection
 
@@ -66,11 +66,29 @@ def csv_button(frame: pd.DataFrame, name: str, key: str) -> None:
     csv_download(frame, f"{name}.csv", key)
 
 
-def edited_table(frame: pd.DataFrame, key: str, columns: dict) -> pd.DataFrame:
-    """An editable copy of `frame`: cells edited, rows added or deleted (the caller checks the result)."""
+def edited_table(label: str, frame: pd.DataFrame, key: str, columns: dict, open_key: str) -> pd.DataFrame:
+    """`frame` as the student edited it (cells changed, rows added or deleted; the caller checks the
+    result) in a table inside a closed expander. The table is built only while the expander is open
+    (ui.page.lazy_expander), so a closed one costs no editor on every click of its panel. The last
+    edits are kept in the session: closing the expander keeps them, and opening it again starts a
+    fresh editor on the edited table (Streamlit drops a widget's own state in a run that does not
+    draw it). `open_key` keys the expander, one per panel, so it stays open when the preset changes."""
+    kept, drawn = f"{key}.kept", f"{open_key}.editor"  # the table as last edited; the editor drawn last
+    box = lazy_expander(label, open_key)
+    if box is None:
+        st.session_state.pop(drawn, None)
+        return st.session_state.get(kept, frame)
+    editor = st.session_state.get(drawn)  # (table key, editor key, the table it started from)
+    if editor is None or editor[0] != key:  # just opened, or another preset: a new editor on the last edits
+        count = st.session_state[f"{open_key}.count"] = st.session_state.get(f"{open_key}.count", 0) + 1
+        editor = st.session_state[drawn] = (key, f"{key}.{count}", st.session_state.get(kept, frame))
+    _, editor_key, start = editor
     config = {name: st.column_config.NumberColumn(name, help=text, format="%.3f") for name, text in columns.items()}
-    return st.data_editor(frame, key=key, num_rows="dynamic", column_config=config, hide_index=True,
-                          width="stretch", height=min(300, 38 + 35 * (len(frame) + 1)))
+    with box:
+        edited = st.data_editor(start, key=editor_key, num_rows="dynamic", column_config=config,
+                                hide_index=True, width="stretch", height=min(300, 38 + 35 * (len(start) + 1)))
+    st.session_state[kept] = edited
+    return edited
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,9 +101,9 @@ def points_table() -> tuple[np.ndarray, np.ndarray]:
     preset = URL.points.widget(st.segmented_control, "Points", required=True,
                                help="A preset fills the table; edit any cell, add or delete rows (up to 64).")
     x0, y0 = A.preset_points(preset)
-    with st.expander("Edit the points (x in [0, 1])", expanded=False):
-        frame = edited_table(pd.DataFrame({"x": x0, "y": y0}), f"retrieval.points_table.{preset}",
-                             {"x": "position in [0, 1]", "y": "the value stored there"})
+    frame = edited_table("Edit the points (x in [0, 1])", pd.DataFrame({"x": x0, "y": y0}),
+                         f"retrieval.points_table.{preset}", {"x": "position in [0, 1]", "y": "the value stored there"},
+                         "retrieval.points_open")
     try:
         return A.check_points(frame["x"].to_numpy(), frame["y"].to_numpy())
     except (ValueError, KeyError) as exc:
@@ -166,9 +184,9 @@ def database_table() -> tuple[np.ndarray, np.ndarray]:
                               format_func=lambda name: A.PRESET_TABLES[name])
     keys0, values0 = A.preset_table(preset)
     frame = pd.DataFrame({"key x": keys0[:, 0], "key y": keys0[:, 1], "value": values0})
-    with st.expander("Edit the keys and values", expanded=False):
-        frame = edited_table(frame, f"retrieval.db_table.{preset}",
-                             {"key x": "first coordinate", "key y": "second coordinate", "value": "what it returns"})
+    frame = edited_table("Edit the keys and values", frame, f"retrieval.db_table.{preset}",
+                         {"key x": "first coordinate", "key y": "second coordinate", "value": "what it returns"},
+                         "retrieval.db_open")
     try:
         return A.check_table(frame[["key x", "key y"]].to_numpy(), frame["value"].to_numpy())
     except (ValueError, KeyError) as exc:

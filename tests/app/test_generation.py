@@ -57,6 +57,20 @@ def test_every_panel_draws_for_the_encoder_decoder(encdec):
     assert encdec.query_params["hook"] == "decoder.blocks.0.cross_attn.hook_pattern"
 
 
+def test_the_table_of_every_hook_is_built_only_when_its_expander_opens():
+    at = open_generation(model="reverse-encdec")
+    hooks_tables = lambda: [d.value for d in at.dataframe if "sublayer" in d.value.columns]  # noqa: E731
+    hooks_csv = lambda: [b for b in at.get("download_button") if "generation.hooks_csv" in b.proto.id]  # noqa: E731
+    assert not hooks_tables() and not hooks_csv()  # closed: no table built, no download offered
+    at.session_state["generation.hooks_open"] = True  # what opening it in the browser sets
+    at.run()
+    assert_ok(at)
+    (table,) = hooks_tables()
+    assert len(hooks_csv()) == 1
+    names = list(table["hook"])
+    assert "decoder.blocks.0.cross_attn.hook_pattern" in names and len(names) == len(set(names)) > 10
+
+
 def test_anatomy_choosing_a_hook_shows_its_tensor(encdec):
     before = chart(encdec, "decoder.blocks.0.cross_attn.hook_pattern")
     widget(encdec, "selectbox", "Hook point of this model").set_value("encoder.blocks.1.attn.hook_k").run()

@@ -63,6 +63,45 @@ def test_kernel_panel_query_norm_narrows_the_kernel_and_tilt_breaks_the_identity
     assert any("unequal norm" in w.value for w in at.warning)
 
 
+def points_y(at: AppTest) -> list[float]:
+    """The y of the estimate chart's first trace: the points the panel is using."""
+    return [float(v) for v in trace(chart(at, "the estimate"), 0)]
+
+
+def test_a_closed_table_builds_no_editor_and_edits_survive_closing_and_reopening():
+    """The points' editor is built only while its expander is open (a closed one costs no editor on every
+    click); the edits are kept when it closes, and a reopened editor starts from them."""
+    at = open_page()
+    assert not at.data_editor  # closed by default: no editor built
+    preset = points_y(at)
+    at.session_state["retrieval.points_open"] = True  # what opening it in the browser sets
+    at.run()
+    assert_ok(at)
+    assert len(at.data_editor) == 1
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {"edited_rows": {0: {"y": 9.0}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert points_y(at)[0] == 9.0 and points_y(at)[1:] == preset[1:]
+    at.session_state["retrieval.points_open"] = False  # closed: no editor, the edit still drawn
+    at.run()
+    assert_ok(at)
+    assert not at.data_editor
+    assert points_y(at)[0] == 9.0
+    at.slider(key="retrieval.qx").set_value(0.6).run()  # another click in the panel keeps it too
+    assert points_y(at)[0] == 9.0
+    at.session_state["retrieval.points_open"] = True  # reopened: a fresh editor holding the edit
+    at.run()
+    assert at.data_editor[0].key != editor.key
+    assert float(at.data_editor[0].value["y"].iloc[0]) == 9.0
+    assert points_y(at)[0] == 9.0
+    at.segmented_control(key="retrieval.points").set_value("step").run()  # another preset: its own table
+    step = points_y(at)
+    assert step != preset and 9.0 not in step
+    at.segmented_control(key="retrieval.points").set_value("sine").run()  # and back: the edit is still there
+    assert points_y(at)[0] == 9.0
+    assert_ok(at)
+
+
 def test_lookup_panel_beta_and_the_tie_preset():
     at = open_page()
     weights_text = lambda: [d["text"][0] for d in chart(at, "keys (arrows)")["data"] if d.get("text")]
