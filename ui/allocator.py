@@ -156,8 +156,22 @@ def memory_line() -> str:
 
 
 def log_memory(event: str) -> None:
-    """One line in the server's log: what just happened, and memory_line()."""
+    """One line in the server's log: what just happened, and memory_line(). A developer's question, where
+    the server runs under PYTHONTRACEMALLOC and GLASSBOX_TRACEMALLOC_DIR names a folder: which lines of
+    Python allocated what is still alive; a tracemalloc snapshot is written there at each line, to be
+    compared (Snapshot.load(b).compare_to(Snapshot.load(a), "lineno"))."""
     log.info("%s: %s", event, memory_line())
+    folder = os.environ.get("GLASSBOX_TRACEMALLOC_DIR")
+    if folder:
+        import tracemalloc
+
+        if tracemalloc.is_tracing():
+            path = os.path.join(folder, f"memory-{time.time():.3f}.snapshot")
+            try:
+                tracemalloc.take_snapshot().dump(path)
+                log.info("tracemalloc snapshot written: %s", path)
+            except OSError as exc:
+                log.info("tracemalloc snapshot not written: %s", exc)
 
 
 class IdleTrimmer:

@@ -103,6 +103,29 @@ def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep():
     assert memo.held()[kept.name][0] == 1 and memo.held()[kept.name][1] >= 8000
 
 
+def test_a_developer_can_ask_for_tracemalloc_snapshots_beside_the_memory_line(monkeypatch, tmp_path):
+    import tracemalloc
+
+    monkeypatch.setenv("GLASSBOX_TRACEMALLOC_DIR", str(tmp_path))
+    allocator.log_memory("not tracing")
+    assert not list(tmp_path.iterdir())  # without PYTHONTRACEMALLOC nothing is written
+    tracemalloc.start()
+    try:
+        kept = [bytearray(1000) for _ in range(200)]  # noqa: F841 - alive at the snapshot
+        allocator.log_memory("tracing")
+    finally:
+        tracemalloc.stop()
+    (snapshot,) = tmp_path.iterdir()
+    stats = tracemalloc.Snapshot.load(str(snapshot)).statistics("filename")
+    assert any(s.traceback[0].filename == __file__ and s.size >= 200_000 for s in stats)
+    monkeypatch.setenv("GLASSBOX_TRACEMALLOC_DIR", str(tmp_path / "missing"))
+    tracemalloc.start()
+    try:
+        allocator.log_memory("a folder that is not there")  # logged, never raised
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_trim_hands_freed_memory_back():
     def rss_mb() -> float:
