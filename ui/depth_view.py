@@ -28,7 +28,7 @@ from core.analysis import depth_tables as T
 from core.tasks import IGNORE
 from ui import depth_runs as R
 from ui import query
-from ui.page import rows_table, try_this
+from ui.page import computed, rows_table, try_this
 from ui.params import Choice, Float, Int, Multi, Params, general
 from ui.sidebar import Selection
 
@@ -544,10 +544,7 @@ def hyper_panel(e: Experiment) -> None:
 
 def twin_measurements(pre_id: str, post_id: str, device: str) -> dict:
     """The twins' gradients (ui.depth_runs.twins_data), with a spinner while they are first measured."""
-    if R.twins_data.has(pre_id, post_id, device):
-        return R.twins_data(pre_id, post_id, device)
-    with st.spinner("Measuring the twins' gradients ..."):
-        return R.twins_data(pre_id, post_id, device)
+    return computed("Measuring the twins' gradients ...", R.twins_data, pre_id, post_id, device)
 
 
 def twins_panel(sel: Selection) -> None:

@@ -16,6 +16,8 @@ change the sidebar's model, so they rerun the whole page (`st.rerun(scope="app")
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -24,7 +26,7 @@ from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui import generation_runs as R
 from ui import precomputed
-from ui.page import csv_download, lazy_expander, rows_table, try_this
+from ui.page import computed, csv_download, lazy_expander, rows_table, try_this
 from ui.params import Choice, Int, Params
 from ui.sidebar import Selection
 
@@ -251,9 +253,14 @@ def identities_section(sel: Selection) -> None:
     st.plotly_chart(R.heads_figure(checks["norms"], list(tokens),
                                    f"Each head's share of {prefix}blocks.{layer}.{module}'s output"),
                     key="generation.heads")
-    norms = pd.DataFrame(checks["norms"].T, columns=[f"head {h}" for h in range(checks["norms"].shape[0])])
-    norms.insert(0, "token", list(tokens))
-    csv_download(norms, "head-contributions.csv", "generation.heads_csv")
+    csv_download(lambda: head_norms_table(checks["norms"], tokens), "head-contributions.csv", "generation.heads_csv")
+
+
+def head_norms_table(norms: np.ndarray, tokens) -> pd.DataFrame:
+    """Each head's share of the layer's output at each token: a row per token, a column per head."""
+    table = pd.DataFrame(norms.T, columns=[f"head {h}" for h in range(norms.shape[0])])  # [token head]
+    table.insert(0, "token", list(tokens))
+    return table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,9 +299,9 @@ def shapes_panel(sel: Selection) -> None:
     shown = tuple(r for r in rows if r[0] in own)
     st.plotly_chart(R.shapes_figure(shown, f"L_e = {src_len}, L_d = {tgt_len}, h = {sel.model.cfg.n_heads}, "
                                            f"d_h = {sel.model.cfg.d_head}"), key="generation.shapes")
-    table = pd.DataFrame([{"attention": kind, "tensor": label, "axes": " × ".join(axes),
-                           "sizes": " × ".join(map(str, sizes)), "numbers": int(np.prod(sizes))}
-                          for kind, blocks in shown for label, axes, sizes in blocks])
+    table = lambda: pd.DataFrame([{"attention": kind, "tensor": label, "axes": " × ".join(axes),  # noqa: E731
+                                   "sizes": " × ".join(map(str, sizes)), "numbers": int(np.prod(sizes))}
+                                  for kind, blocks in shown for label, axes, sizes in blocks])  # built on a press
     macs = [{"attention": kind, "multiply-adds (QKᵀ and PV)":
              G.attention_macs(sel.model.cfg, 1, blocks[0][2][2], blocks[1][2][2])} for kind, blocks in shown]
     st.dataframe(rows_table(macs), hide_index=True)
@@ -399,9 +406,8 @@ def stepper_panel(sel: Selection) -> None:
     st.plotly_chart(R.counters_figure(tuple(with_cache.counters()), tuple(without.counters()), t,
                                       "Work per step: with the cache flat (projections) or linear (attention); "
                                       "without it, growing"), key="generation.counters")
-    counters = pd.DataFrame(with_cache.counters() + without.counters())
-    counters["max |logit difference|"] = list(diff) * 2
-    csv_download(counters, "decoding-counters.csv", "generation.counters_csv")
+    csv_download(lambda: decoding_counters(with_cache, without, diff), "decoding-counters.csv",
+                 "generation.counters_csv")
     timing_section(sel, prompt)
     try_this(
         "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "
@@ -409,6 +415,13 @@ def stepper_panel(sel: Selection) -> None:
         "Watch the last metric: the cached and recomputed logits agree to about 1e-6 at every step.",
         "On reverse-encdec, the cross-attention row moves right to left over the source as the answer is written.",
     )
+
+
+def decoding_counters(with_cache, without, diff) -> pd.DataFrame:
+    """Both runs' counters, one row per step and run, with the largest logit difference at that step."""
+    counters = pd.DataFrame(with_cache.counters() + without.counters())
+    counters["max |logit difference|"] = list(diff) * 2
+    return counters
 
 
 def timing_section(sel: Selection, prompt: int) -> None:
@@ -424,8 +437,7 @@ def timing_section(sel: Selection, prompt: int) -> None:
     run = st.session_state.get(TIMING_RUN_KEY, 0)
     source_len = sel.ids.shape[1] if sel.model.is_encoder_decoder else prompt
     args = (sel.model_id, sel.device, int(source_len), int(prompt), int(n), sel.task.vocab.bos_id, run)
-    with st.spinner("Timing both ways ..."):
-        times = R.timings(*args)
+    times = computed("Timing both ways ...", R.timings, *args)
     shipped = precomputed.note(R.timings, *args)
     st.plotly_chart(R.time_figure(times["with cache"], times["without cache"],
                                   f"{'Measured at build time' if shipped else 'Measured on this server'}, fastest of 5 "
@@ -437,8 +449,8 @@ def timing_section(sel: Selection, prompt: int) -> None:
                "this chart is about cost. Tiny models spend most of a step in Python, so the gap is smaller than "
                "the multiply-add counts suggest. Other programs on the machine add spikes; the fastest of five runs "
                "hides most of them.")
-    frame = pd.DataFrame({"step": range(len(times["with cache"])), "ms with cache": times["with cache"],
-                          "ms without cache": times["without cache"]})
+    frame = partial(pd.DataFrame, {"step": range(len(times["with cache"])), "ms with cache": times["with cache"],
+                                   "ms without cache": times["without cache"]})  # built on a press
     csv_download(frame, "time-per-token.csv", "generation.time_csv")
 
 
@@ -471,9 +483,9 @@ def leakage_panel(sel: Selection) -> None:
     m1, m2 = st.columns(2)
     m1.metric("largest future gradient, leaky", f"{L.future_mass(data['leaky']):.3g}")
     m2.metric("largest future gradient, proper", f"{L.future_mass(data['proper']):.3g}")
-    grads = pd.DataFrame([{"model": name, "t": t, "k": k + 1, "grad norm": float(g[t, k])}
-                          for name, g in (("leaky", data["leaky"]), ("proper", data["proper"]))
-                          for t in range(g.shape[0]) for k in range(g.shape[1])])
+    grads = lambda: pd.DataFrame([{"model": name, "t": t, "k": k + 1, "grad norm": float(g[t, k])}  # noqa: E731
+                                  for name, g in (("leaky", data["leaky"]), ("proper", data["proper"]))
+                                  for t in range(g.shape[0]) for k in range(g.shape[1])])  # built on a press
     csv_download(grads, "leakage-gradients.csv", "generation.grads_csv")
     st.markdown("**The fix:** the encoder reads only the input; the target enters only through the decoder, "
                 "shifted right and causally masked. Hide the answer from the leaky encoder (replace it by `<pad>`) "

@@ -32,7 +32,7 @@ from core.tasks import IGNORE, Task
 from ui import heads_runs as R
 from ui.figures import cached
 from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
-from ui.page import pick_index, rows_table, try_this
+from ui.page import computed, pick_index, rows_table, try_this
 from ui.params import Choice, Int, Multi, Params
 from ui.runs import run
 from ui.sidebar import Selection
@@ -370,10 +370,10 @@ def roles_panel(sel: Selection, kind: AttentionKind):
                 "encoder or decoder self-attention above.")
         return
     try:
-        with st.spinner("Scoring every head against known roles ..."):
-            roles = R.roles(sel.model_id, sel.device, kind.key, sel.task.name)
-        with st.spinner("Comparing every pair of heads ..."):
-            red = R.redundancy(sel.model_id, sel.device, kind.key, sel.task.name)
+        roles = computed("Scoring every head against known roles ...", R.roles, sel.model_id, sel.device,
+                         kind.key, sel.task.name)
+        red = computed("Comparing every pair of heads ...", R.redundancy, sel.model_id, sel.device, kind.key,
+                       sel.task.name)
     except ValueError as exc:
         st.error(f"Could not probe this model's heads: {exc}")
         return
@@ -441,8 +441,7 @@ def ablation_panel(sel: Selection):
     try:
         base = R.ablation(sel.model_id, sel.device, task.name, (), mode)
         result = R.ablation(sel.model_id, sel.device, task.name, tuple(chosen), mode)
-        with st.spinner("Removing each head in turn ..."):
-            ranking = R.ranking(sel.model_id, sel.device, task.name, mode)
+        ranking = computed("Removing each head in turn ...", R.ranking, sel.model_id, sel.device, task.name, mode)
     except ValueError as exc:
         st.error(f"Could not score this model on its task: {exc}")
         return

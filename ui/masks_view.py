@@ -29,7 +29,7 @@ from core.tasks import get_task
 from ui import masks_runs as R
 from ui import precomputed
 from ui import models
-from ui.page import number_table, rows_table, try_this
+from ui.page import computed, number_table, rows_table, try_this
 from ui.params import Choice, Float, Int, Param, Params, Text, general
 from ui.sidebar import Selection, prediction_table
 
@@ -591,10 +591,7 @@ def graph_panel(sel: Selection, d: Drawn, layer: int) -> None:
 
 def timing_rows(b: int, run: int) -> list[dict]:
     """The kept timing run, or a fresh one measured under a spinner (it takes a few seconds)."""
-    if R.timing.has(b, run):
-        return R.timing(b, run)
-    with st.spinner("Timing dense and block-sparse attention on this machine ..."):
-        return R.timing(b, run)
+    return computed("Timing dense and block-sparse attention on this machine ...", R.timing, b, run)
 
 
 @st.fragment  # local: the block size and Measure again redraw only this section

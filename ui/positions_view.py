@@ -29,7 +29,7 @@ from core.model import Transformer
 from core.tasks import get_task
 from ui import models, query
 from ui import positions_runs as R
-from ui.page import try_this
+from ui.page import computed, try_this
 from ui.params import Choice, Float, Int, Params
 from ui.sidebar import Selection
 
@@ -645,10 +645,7 @@ def swap_patterns(sel: Selection, swap: str, layer: int, head: int) -> None:
 def swap_accuracy(sel: Selection, scheme: str) -> float:
     """The model's accuracy on fresh examples under `scheme`, with a spinner while it is first computed."""
     args = (sel.model_id, sel.device, scheme, EXT_SAMPLES)
-    if R.swap_accuracy.has(*args):
-        return R.swap_accuracy(*args)
-    with st.spinner("Scoring on fresh task samples ..."):
-        return R.swap_accuracy(*args)
+    return computed("Scoring on fresh task samples ...", R.swap_accuracy, *args)
 
 
 def swap_accuracy_panel(sel: Selection, swap: str) -> None:

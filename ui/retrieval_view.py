@@ -14,6 +14,8 @@ and β (2); layer and head (3); the scaled position, α and the model shown (4);
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -61,8 +63,8 @@ def seed_url(sel: Selection) -> None:
         param.seed()
 
 
-def csv_button(frame: pd.DataFrame, name: str, key: str) -> None:
-    """A download of one measured table or curve as CSV."""
+def csv_button(frame, name: str, key: str) -> None:
+    """A download of one measured table or curve as CSV (a table, or a function that builds it on the press)."""
     csv_download(frame, f"{name}.csv", key)
 
 
@@ -155,8 +157,9 @@ def kernel_panel() -> None:
                 "its measured width is its half width at half height divided by $\\sqrt{2\\ln 2}$.")
     number_table(rows, {"query norm |q|": "%g", "predicted width": "%.4f", "measured width": "%.4f",
                         "measured / predicted": "%.3f"})
-    curves = pd.DataFrame({"x": result.grid, "attention": result.attention,
-                           "nadaraya_watson_key_space": result.nadaraya_watson, "nadaraya_watson_x": result.nw_in_x})
+    curves = partial(pd.DataFrame, {"x": result.grid, "attention": result.attention,  # built on a press
+                                    "nadaraya_watson_key_space": result.nadaraya_watson,
+                                    "nadaraya_watson_x": result.nw_in_x})
     c1, c2 = st.columns(2)
     with c1:
         csv_button(curves, "retrieval_estimates", "retrieval.csv_estimates")
@@ -231,8 +234,8 @@ def lookup_panel() -> None:
         st.info(f"At β = {beta:g} the output is {output:.4g} (mean of all values {result.mean_value:g}, best key's "
                 f"value {result.limit_value:g}). The best key's weight passes {A.ONE_HOT} at β* = "
                 f"{result.beta_one_hot:.4g}.")
-    csv_button(pd.DataFrame({"beta": result.betas, "output": result.output, "best_weight": result.best_weight,
-                             "entropy_nats": result.entropy}), "retrieval_beta_sweep", "retrieval.csv_sweep")
+    csv_button(partial(pd.DataFrame, {"beta": result.betas, "output": result.output, "best_weight": result.best_weight,
+                                      "entropy_nats": result.entropy}), "retrieval_beta_sweep", "retrieval.csv_sweep")
     try_this(
         "Slide β from 0.01 to 1000: the output leaves the dotted mean line and settles on the best key's value; "
         "the entropy falls from ln n to 0.",
@@ -388,8 +391,8 @@ def equivalence_panel() -> None:
         f"Largest difference between the two weightings: **{result.max_difference:.2e}**. The largest dot product "
         f"is key **{names[result.argmax_dot]}**, the nearest key to u is **{names[result.nearest]}**: "
         + ("the same key." if same else "not the same key, so a hard lookup here is not a nearest-neighbour search."))
-    csv_button(pd.DataFrame({"key": names, "norm": result.norms, "attention": result.attention,
-                             "gaussian_kernel": result.kernel}), "retrieval_equivalence", "retrieval.csv_eq")
+    csv_button(partial(pd.DataFrame, {"key": names, "norm": result.norms, "attention": result.attention,
+                                      "gaussian_kernel": result.kernel}), "retrieval_equivalence", "retrieval.csv_eq")
     try_this(
         "At stretch 1 the bars match to about 1e-16 and A (nearest) wins. Stretch B to 1.5: the bars part.",
         "Stretch B past 2 (its dot product 2·cos 60° passes A's cos 15°): the winner switches to B even though A "

@@ -42,3 +42,20 @@ def test_a_generator_and_an_empty_list_and_a_dataframe():
     assert isinstance(rows_table([]), pd.DataFrame) and rows_table([]).empty
     frame = pd.DataFrame({"x": [1]})
     assert rows_table(frame) is frame
+
+
+def test_a_csv_export_takes_a_table_rows_or_a_function_that_builds_it_only_when_pressed():
+    from ui.page import csv_bytes
+
+    frame = pd.DataFrame({"step": [0, 1], "ms": [0.5, 0.25]})
+    built = []
+
+    def build():
+        built.append(1)
+        return frame
+
+    expected = b"step,ms\n0,0.5\n1,0.25\n"
+    assert csv_bytes(frame) == expected
+    assert csv_bytes([{"step": 0, "ms": 0.5}, {"step": 1, "ms": 0.25}]) == expected
+    assert not built  # nothing is built until the export is asked for
+    assert csv_bytes(build) == expected and built == [1]

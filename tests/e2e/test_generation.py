@@ -66,3 +66,47 @@ def test_generation_page_steps_trains_and_draws(server_url, page):
     _chart(page, "Training loss, seed 3")
     assert_no_exception(page)
     tall_screenshot(page, "generation", LAST)
+
+
+def _downloads(page) -> dict[str, list[str]]:
+    """Press every CSV button on the page; each file's lines by its name."""
+    files = {}
+    buttons = page.locator("[data-testid='stDownloadButton'] button")
+    for i in range(buttons.count()):
+        buttons.nth(i).scroll_into_view_if_needed()
+        with page.expect_download(timeout=60_000) as info:
+            buttons.nth(i).click()
+        download = info.value
+        files[download.suggested_filename] = open(download.path(), encoding="utf-8").read().splitlines()
+    return files
+
+
+def test_every_csv_button_writes_its_table_when_pressed(server_url, page):
+    """The tables behind the CSV buttons are built only when a button is pressed (ui.page.csv_download
+    with a function): each one still holds its panel's table."""
+    open_page(page, f"{server_url}/generation?model=reverse-encdec", timeout=240_000)
+    wait_for_run(page, timeout=240_000, last="text=Train both decoders")
+    wait_for_charts(page, 9, timeout=240_000)
+    files = _downloads(page)
+    assert {"head-contributions.csv", "attention-shapes.csv", "decoding-counters.csv", "time-per-token.csv",
+            "leakage-gradients.csv", "leakage-accuracy.csv"} <= set(files), list(files)
+    headers = {name: lines[0] for name, lines in files.items()}
+    assert headers["head-contributions.csv"].startswith("token,head 0,head 1")
+    assert headers["attention-shapes.csv"] == "attention,tensor,axes,sizes,numbers"
+    assert headers["decoding-counters.csv"].endswith(",max |logit difference|")
+    assert headers["time-per-token.csv"] == "step,ms with cache,ms without cache"
+    assert headers["leakage-gradients.csv"] == "model,t,k,grad norm"
+    assert headers["leakage-accuracy.csv"].startswith("model") or "accuracy" in headers["leakage-accuracy.csv"]
+    assert all(len(lines) > 2 for lines in files.values()), {n: len(lines) for n, lines in files.items()}
+    counters = files["decoding-counters.csv"]
+    assert sum(",with," in line for line in counters) == sum(",without," in line for line in counters) > 0
+    assert_no_exception(page)
+    open_page(page, f"{server_url}/retrieval", timeout=180_000, last="text=Shrink B below 1")
+    wait_for_charts(page, 9)
+    files = _downloads(page)
+    assert {"retrieval_beta_sweep.csv", "retrieval_equivalence.csv", "retrieval_estimates.csv"} <= set(files), list(files)
+    assert files["retrieval_beta_sweep.csv"][0] == "beta,output,best_weight,entropy_nats"
+    assert len(files["retrieval_beta_sweep.csv"]) == 242  # the header and the 241 values of beta
+    assert files["retrieval_equivalence.csv"][0] == "key,norm,attention,gaussian_kernel"
+    assert files["retrieval_estimates.csv"][0] == "x,attention,nadaraya_watson_key_space,nadaraya_watson_x"
+    assert_no_exception(page)
