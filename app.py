@@ -8,7 +8,7 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
-from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, warmup
+from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, recycle, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
@@ -22,7 +22,9 @@ allocator.cap_arenas()  # once per process: freed memory is reused instead of ke
 allocator.fix_mmap_threshold()  # and big freed blocks go back to the system instead of staying in the heap
 if not _under_apptest():
     # once per process: when idle, memory back to the system; when the class has left, what it computed too
-    allocator.start_trimmer(activity.last_run, before_trim=lambda: warmup.start_afresh(activity.connected_sessions))
+    # (behind deploy/cluster.py --recycle-idle: the server asks the cluster for a fresh process instead, ui/recycle.py)
+    allocator.start_trimmer(activity.last_run, before_trim=lambda: recycle.recycle_if_idle(activity.connected_sessions)
+                            if recycle.enabled() else warmup.start_afresh(activity.connected_sessions))
 warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
 activity.touch()  # this session is using the server (training shares it while others do: ui/train_runs.py)
 

@@ -92,6 +92,13 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every app server
     local_redis: bool = False  # start a private redis-server for the classes (GLASSBOX_REDIS_URL)
     redis: Optional[subprocess.Popen] = None
+    recycle_idle: bool = False  # a server idle with no tab connected is restarted afresh (ui/recycle.py)
+    restarts: list[str] = field(default_factory=list)  # one line per server restarted, for the log and tests
+
+    @property
+    def marker(self) -> Path:
+        """The file a server takes before it stops to be recycled: one server restarts at a time."""
+        return self.workdir / "recycling"
 
     @property
     def url(self) -> str:
@@ -124,7 +131,12 @@ class Cluster:
 
     def _start_app(self, i: int) -> None:
         port = free_port()
-        log = (self.workdir / f"app{i}.log").open("wb")
+        self.upstream_ports.append(port)
+        self.procs.append(self._launch(i, port))
+
+    def _launch(self, i: int, port: int) -> subprocess.Popen:
+        """Server i's process on `port` (its log appended to app<i>.log)."""
+        log = (self.workdir / f"app{i}.log").open("ab")
         # One cookie secret for all servers (in the environment, not on the command line where `ps`
         # shows it): a browser moved to another server when its own one died keeps a valid XSRF cookie.
         env = dict(os.environ, **self.env, STREAMLIT_SERVER_COOKIE_SECRET=self.cookie_secret)
@@ -132,14 +144,31 @@ class Cluster:
         # after a class leaves, the server's memory comes back near its baseline.
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env.setdefault("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)  # and 1 MiB+ blocks mapped apart, freed to the system
-        proc = subprocess.Popen(
+        if self.recycle_idle and self.servers > 1:  # with one server nobody would answer during its restart
+            env["GLASSBOX_RECYCLE_MARKER"] = str(self.marker)
+        return subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),
              "--server.fileWatcherType", "none", *self.streamlit_args],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
         )
-        self.upstream_ports.append(port)
-        self.procs.append(proc)
+
+    def supervise(self, timeout: float = 120.0) -> None:
+        """Start again, on its own port, every app server whose process has ended (recycled when idle, or
+        crashed), one at a time, and wait until it answers; then free the recycling marker. Raises if a
+        restarted server does not come up."""
+        restarted = False
+        for i, proc in enumerate(self.procs):
+            if proc.poll() is None:
+                continue
+            restarted = True
+            self.restarts.append(f"server {i} (port {self.upstream_ports[i]}, pid {proc.pid}) ended with code "
+                                 f"{proc.returncode}: started again")
+            print(self.restarts[-1], file=sys.stderr, flush=True)
+            self.procs[i] = self._launch(i, self.upstream_ports[i])
+            wait_healthy(self.upstream_urls[i], self.procs[i], timeout, self.workdir / f"app{i}.log")
+        if restarted:  # only now: a server that took the marker and is still stopping keeps the others waiting
+            self.marker.unlink(missing_ok=True)
 
     def _start_redis(self, timeout: float) -> None:
         """A private redis-server on a free 127.0.0.1 port, nothing written to disk, for the classes."""
@@ -204,6 +233,9 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=8080, help="the port students open (default 8080)")
     ap.add_argument("--listen", default="127.0.0.1", help="address nginx listens on (0.0.0.0 for a classroom)")
     ap.add_argument("--server-arg", action="append", default=[], help="extra argument for each streamlit run")
+    ap.add_argument("--recycle-idle", action="store_true",
+                    help="restart a server afresh once it is idle with no tab connected (one at a time, the others "
+                         "keep serving): its memory back to a fresh start after every class (ui/recycle.py)")
     ap.add_argument("--redis", default=os.environ.get("GLASSBOX_REDIS_URL", ""), metavar="URL",
                     help="keep classes in this Redis (redis://host:port/db), so a student on any server can join "
                          "a class a teacher opened on another (default: $GLASSBOX_REDIS_URL, else a private "
@@ -217,16 +249,17 @@ def main(argv=None) -> int:
               "server to join (lessons and everything else work as usual)", file=sys.stderr)
     url = args.redis if args.redis not in ("", "none") else ""
     cluster = Cluster(servers=args.servers, port=args.port, listen_host=args.listen, streamlit_args=args.server_arg,
-                      env={"GLASSBOX_REDIS_URL": url} if url else {}, local_redis=local)
+                      env={"GLASSBOX_REDIS_URL": url} if url else {}, local_redis=local, recycle_idle=args.recycle_idle)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # turns SIGTERM into the finally below
     try:
         cluster.start()
         classes = "a private Redis" if local else (url or "each server's own memory")
         print(f"{args.servers} servers ({', '.join(cluster.upstream_urls)}) behind nginx at {cluster.url}; classes in "
               f"{classes}; logs in {cluster.workdir}. Ctrl-C stops all.", flush=True)
-        while all(p.poll() is None for p in cluster.procs + [cluster.nginx]):
+        while cluster.nginx.poll() is None and (cluster.redis is None or cluster.redis.poll() is None):
+            cluster.supervise()  # a server that ended (recycled, or crashed) is started again on its port
             time.sleep(1)
-        print("a process exited; stopping the rest", file=sys.stderr)
+        print("nginx or Redis exited; stopping the rest", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0

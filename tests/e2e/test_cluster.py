@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -167,3 +168,57 @@ def test_a_student_on_another_server_follows_the_teachers_class(cluster, browser
     finally:
         t_context.close()
         s_context.close()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_an_idle_server_with_no_tab_is_started_afresh_while_the_balancer_keeps_serving(browser):
+    """deploy/cluster.py --recycle-idle (ui/recycle.py): once the server a student used is idle with no tab
+    connected, it stops and the cluster starts a fresh process on its port; the server nobody used is left
+    alone; the balancer serves pages throughout, and the fresh process holds less memory than the used one."""
+    env = {"GLASSBOX_TRIM_IDLE": "3", "GLASSBOX_TRIM_CHECK": "0.5"}  # quiet for 3 s instead of 130 s
+    with Cluster(servers=2, recycle_idle=True, env=env) as c:
+        pids = [p.pid for p in c.procs]
+        route = routes_to_each_server(c)
+        upstream, cookie = sorted(route.items())[0]
+        used = [u.removeprefix("http://") for u in c.upstream_urls].index(upstream)
+        context, page = pinned_page(browser, c, cookie)
+        try:
+            open_page(page, f"{c.url}/attention?model=sort-decoder&input=3+1+2", timeout=180_000)
+            assert_no_exception(page)
+            used_rss = rss_mb(pids[used])
+        finally:
+            context.close()  # the student leaves: no tab connected
+        for _ in range(240):  # the trimmer looks every 0.5 s once the server has been quiet for 3 s
+            c.supervise()
+            if c.restarts:
+                break
+            time.sleep(0.5)
+        assert len(c.restarts) == 1, c.restarts
+        assert c.procs[used].pid != pids[used] and c.procs[1 - used].pid == pids[1 - used]
+        assert not c.marker.exists()  # freed for the next server once this one answered again
+        assert rss_mb(c.procs[used].pid) < used_rss  # a fresh process, not the used one's memory
+        log = (c.workdir / f"app{used}.log").read_text(errors="replace")
+        assert "stopping, so that the cluster starts this server afresh" in log
+        # A new student through the balancer, on the restarted server: the page renders.
+        context, page = pinned_page(browser, c, cookie)
+        try:
+            open_page(page, f"{c.url}/attention?model=sort-decoder&input=3+1+2", timeout=180_000)
+            assert_no_exception(page)
+            page.wait_for_selector("[data-testid='stPlotlyChart'] .js-plotly-plot", timeout=60_000)
+        finally:
+            context.close()
+        # While a server is down (stopped, or crashed), its students' requests go to the other one, and the
+        # supervisor starts it again.
+        c.procs[used].terminate()
+        c.procs[used].wait(timeout=30)
+        answered, _ = fetch(c.url + "/", cookie)  # nginx lists every server it tried: its own, then the other
+        assert answered.split(", ") == [upstream, c.upstream_urls[1 - used].removeprefix("http://")]
+        c.supervise()
+        assert len(c.restarts) == 2 and c.procs[used].poll() is None
+        assert fetch(c.url + "/", cookie)[0] == upstream  # back on its own server
