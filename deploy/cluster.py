@@ -146,12 +146,13 @@ class Cluster:
         env.setdefault("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)  # and 1 MiB+ blocks mapped apart, freed to the system
         if self.recycle_idle and self.servers > 1:  # with one server nobody would answer during its restart
             env["GLASSBOX_RECYCLE_MARKER"] = str(self.marker)
-        return subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--server.fileWatcherType", "none", *self.streamlit_args],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-        )
+        with log:  # the child keeps its own copy: a restarted server must not leave a handle open here
+            return subprocess.Popen(
+                [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                 "--server.address", "127.0.0.1", "--server.port", str(port),
+                 "--server.fileWatcherType", "none", *self.streamlit_args],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+            )
 
     def supervise(self, timeout: float = 120.0) -> None:
         """Start again, on its own port, every app server whose process has ended (recycled when idle, or

@@ -30,7 +30,7 @@ def enabled() -> bool:
     return bool(os.environ.get(MARKER_ENV))
 
 
-def recycle_if_idle(connected: Callable[[], Optional[int]], stop: Callable[[], None] = None) -> bool:
+def recycle_if_idle(connected: Callable[[], Optional[int]], stop: Optional[Callable[[], None]] = None) -> bool:
     """Stop this server so that the cluster restarts it, if no tab is connected (`connected()` is 0; None,
     cannot tell, counts as connected) and no other server of the cluster is being restarted now. True
     if it is stopping; False means: ask again at the next idle check."""
