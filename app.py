@@ -8,7 +8,7 @@ fails until every listed page exists.
 import streamlit as st
 import torch
 
-from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, recycle, warmup
+from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, offscreen, recycle, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
@@ -40,4 +40,5 @@ PAGES = {
     for section, pages in sections().items()
 }
 
+offscreen.skip_offscreen_blocks()  # long pages: the browser skips blocks out of sight (ui/offscreen.py)
 st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()

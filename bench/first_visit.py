@@ -4,6 +4,7 @@
     python bench/first_visit.py --root /tmp/base    # the same bench against another checkout
     python bench/first_visit.py --pages masks,depth
     python bench/first_visit.py --same-browser      # every tab in one browser that has the app's scripts cached
+    python bench/first_visit.py --navigate          # one tab: open Home, then click each page in the sidebar
 
 Starts `streamlit run app.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
 /_stcore/health (the server is up; no script has run yet), then opens every page in Debian's
@@ -13,6 +14,9 @@ torch import), then every page again ("warm", a new tab). A visit is timed from 
 the moment the page's last element was drawn: the app's `data-test-script-state` is notRunning,
 no spinner or skeleton is showing, every chart is drawn, and nothing in the page changed for
 `--settle` seconds (the time reported is the last change, not the end of that wait).
+With `--navigate` the visits are what a student in the app does: one tab opens Home, then every
+page is reached by clicking its link in the sidebar (no new page load: the shell and the chart
+library stay loaded), timed from the click to the new page's last element; cold and warm as above.
 Prints one table; it asserts nothing (these machines are shared).
 """
 
@@ -46,6 +50,8 @@ SNAPSHOT_JS = """() => {
     charts: q("[data-testid='stPlotlyChart']"),
     drawn: q("[data-testid='stPlotlyChart'] .js-plotly-plot .main-svg"),
     title: q("[data-testid='stMain'] h1"),
+    heading: (document.querySelector("[data-testid='stMain'] h1") || {}).textContent || "",
+    path: location.pathname,
   };
 }"""
 
@@ -82,6 +88,22 @@ def is_done(snap: dict) -> bool:
             and snap["drawn"] >= snap["charts"])
 
 
+def wait_settled(page, t0: float, settle: float, timeout: float, arrived=lambda snap: True) -> float:
+    """Seconds from `t0` to the last change of `page` once it is finished (and `arrived` holds), or nan
+    after `timeout`."""
+    last_change, last_snap = time.perf_counter(), None
+    while True:
+        snap = page.evaluate(SNAPSHOT_JS)
+        now = time.perf_counter()
+        if snap != last_snap:
+            last_change, last_snap = now, snap
+        elif arrived(snap) and is_done(snap) and now - last_change >= settle:
+            return last_change - t0
+        if now - t0 > timeout:
+            return float("nan")
+        page.wait_for_timeout(40)
+
+
 def time_visit(browser, url: str, settle: float, timeout: float, shared=None) -> float:
     """Seconds from the request to the last change of a finished page, in a fresh tab: of a new browser
     profile (nothing cached), or with `shared`, a new tab of that browser context (its cache kept)."""
@@ -90,19 +112,39 @@ def time_visit(browser, url: str, settle: float, timeout: float, shared=None) ->
     try:
         t0 = time.perf_counter()
         page.goto(url, wait_until="commit", timeout=timeout * 1000)
-        last_change, last_snap = time.perf_counter(), None
-        while True:
-            snap = page.evaluate(SNAPSHOT_JS)
-            now = time.perf_counter()
-            if snap != last_snap:
-                last_change, last_snap = now, snap
-            elif is_done(snap) and now - last_change >= settle:
-                return last_change - t0
-            if now - t0 > timeout:
-                return float("nan")
-            page.wait_for_timeout(40)
+        return wait_settled(page, t0, settle, timeout)
     finally:
         page.close() if shared else context.close()
+
+
+def time_click(page, title: str, path: str, settle: float, timeout: float) -> float:
+    """Seconds from clicking `title` in the sidebar of an app already open in `page` to the last change
+    of the page it leads to: the URL is that page's, its title is a new one, and it is finished."""
+    before = page.evaluate(SNAPSHOT_JS)["heading"]
+    link = page.locator("[data-testid='stSidebarNav']").get_by_role("link", name=title, exact=True)
+    t0 = time.perf_counter()
+    link.click()
+    return wait_settled(page, t0, settle, timeout, lambda snap: snap["heading"] != before
+                        and snap["path"].rstrip("/") == f"/{path}".rstrip("/"))
+
+
+def navigate(browser, home_url: str, pages, settle: float, timeout: float, pause: float = 0.0) -> tuple[dict, dict]:
+    """One tab, as a student in the app: open Home (its cold figure is that page load), wait `pause`
+    seconds, then reach every page by its sidebar link, twice (cold, then warm). Returns {title: seconds}
+    for each pass."""
+    tab = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    t0 = time.perf_counter()
+    tab.goto(home_url, wait_until="commit", timeout=timeout * 1000)
+    opened = wait_settled(tab, t0, settle, timeout)
+    tab.wait_for_timeout(pause * 1000)
+    cold, warm = {}, {}
+    for times in (cold, warm):
+        for title, path in pages:
+            if not path and times is cold:
+                times[title] = opened
+            else:
+                times[title] = time_click(tab, title, path, settle, timeout)
+    return cold, warm
 
 
 def page_list(root: Path, only: set[str] | None) -> list[tuple[str, str]]:
@@ -123,6 +165,11 @@ def main() -> None:
     parser.add_argument("--same-browser", action="store_true",
                         help="every visit in a new tab of one browser profile that opened Home first (the "
                              "app's scripts cached, as for a student who opened the app before), not a new one")
+    parser.add_argument("--navigate", action="store_true",
+                        help="one tab: open Home, then reach every page by clicking its sidebar link")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="with --navigate: seconds on Home before the first click (the warm-up that the first "
+                             "visit started runs meanwhile)")
     parser.add_argument("--wait", type=float, default=0.0,
                         help="seconds to leave the healthy server idle before the first visit")
     args = parser.parse_args()
@@ -144,10 +191,14 @@ def main() -> None:
             if args.same_browser:
                 shared = browser.new_context(viewport={"width": 1400, "height": 1000})
                 time_visit(browser, f"http://127.0.0.1:{port}/", args.settle, args.timeout, shared)
-            for times in (cold, warm):
-                for title, path in pages:
-                    times[title] = time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout,
-                                              shared)
+            if args.navigate:
+                cold, warm = navigate(browser, f"http://127.0.0.1:{port}/", pages, args.settle, args.timeout,
+                                      args.pause)
+            else:
+                for times in (cold, warm):
+                    for title, path in pages:
+                        times[title] = time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle,
+                                                  args.timeout, shared)
             browser.close()
     finally:
         stop_server(server)
@@ -159,7 +210,8 @@ def main() -> None:
         print(f"{title:12} {cold[title]:7.2f} {warm[title]:7.2f}")
     print("cold: the first visit of that page since the server started (the first row also pays the "
           "torch import); warm: a second visit, in a new tab"
-          + ("; every tab in one browser profile that opened Home first (scripts cached)" if args.same_browser
+          + ("; one tab that opened Home, every other page reached by its sidebar link" if args.navigate
+             else "; every tab in one browser profile that opened Home first (scripts cached)" if args.same_browser
              else "; every tab in a new browser profile (nothing cached)"))
 
 

@@ -131,12 +131,29 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
+def fit_viewport_to_page(page, width: int = 1400, cap: int = 20_000, least: int = 1000, pad: int = 40) -> int:
+    """Grow the window to the main column's height (Streamlit scrolls inside it, so a full-page shot
+    would stop at the first screen); returns that height.
+
+    Blocks out of sight count with an estimated height until drawn (ui/offscreen.py), so the height
+    read before growing is not yet the real one: grow, let the new blocks draw, read again, until
+    it holds."""
+    height = -1
+    for _ in range(6):
+        new = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
+                            " return m ? m.scrollHeight : document.body.scrollHeight; }")
+        if new == height:
+            break
+        height = new
+        page.set_viewport_size({"width": width, "height": int(max(least, min(height + pad, cap)))})
+        page.wait_for_timeout(800)  # blocks now in sight draw; plotly charts redraw at the new size
+    return height
+
+
 def tall_screenshot(page, name: str, last: str | None = None) -> Path:
-    """A screenshot of the whole page: Streamlit scrolls inside its main container, so a full-page
-    shot stops at the viewport; grow the viewport to the content's height first, then take it."""
-    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 20_000)})
-    page.wait_for_timeout(1500)  # plotly charts redraw at the new size
+    """A screenshot of the whole page: the window grown to the content's height first."""
+    fit_viewport_to_page(page)
+    page.wait_for_timeout(700)  # plotly charts redraw at the new size
     wait_for_run(page, last=last)
     page.wait_for_timeout(1000)
     path = screenshot(page, name)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import decode_array
-from tests.e2e.conftest import SCREENSHOTS, assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+from tests.e2e.conftest import (SCREENSHOTS, assert_no_exception, fit_viewport_to_page, open_page, plotly_data, screenshot,
+                                 wait_for_run)
 from ui.nav import IMAGES, PAGES
 
 pytestmark = pytest.mark.e2e
@@ -37,10 +38,8 @@ def _app_mode(server_url, browser):
 def _tall_screenshot(page, name: str, width: int = 1400, cap: int = 9000):
     """A screenshot of the whole page: Streamlit scrolls inside its main block, so a full-page shot of the
     window would stop at the viewport; make the viewport as tall as the content first."""
-    height = page.evaluate("() => { const m = document.querySelector(\"[data-testid='stMain']\");"
-                           " return m ? m.scrollHeight : document.body.scrollHeight; }")
-    page.set_viewport_size({"width": width, "height": int(min(max(height, 1000), cap))})
-    page.wait_for_timeout(1500)  # plotly charts and data grids redraw for the new viewport
+    fit_viewport_to_page(page, width=width, cap=cap, pad=0)
+    page.wait_for_timeout(700)  # plotly charts and data grids redraw for the new viewport
     wait_for_run(page)
     page.wait_for_function("() => !document.querySelector(\"[data-testid='stSkeleton']\")", timeout=60_000)
     path = screenshot(page, name)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import decode_array
-from tests.e2e.conftest import assert_no_exception, open_page, plotly_data, screenshot, wait_for_run
+from tests.e2e.conftest import assert_no_exception, fit_viewport_to_page, open_page, plotly_data, screenshot, wait_for_run
 
 pytestmark = pytest.mark.e2e
 CHART = "[data-testid='stPlotlyChart'] .js-plotly-plot"
@@ -29,9 +29,7 @@ def _open_tab(page, label: str) -> None:
 
 def _shot(page, name: str) -> None:
     """A screenshot tall enough to hold the open tab (Streamlit scrolls inside its own container)."""
-    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": max(1000, min(int(height) + 40, 6000))})
-    page.wait_for_timeout(500)
+    fit_viewport_to_page(page, cap=6000)
     screenshot(page, name)
     page.set_viewport_size({"width": 1400, "height": 1000})
 

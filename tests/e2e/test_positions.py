@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from core.analysis import positions as P
-from tests.e2e.conftest import SCREENSHOTS, assert_no_exception, chart_z, open_page, screenshot, wait_for_z_change
+from tests.e2e.conftest import (SCREENSHOTS, assert_no_exception, chart_z, fit_viewport_to_page, open_page, screenshot,
+                                 wait_for_z_change)
 
 pytestmark = pytest.mark.e2e
 CHARTS = "[data-testid='stPlotlyChart'] .js-plotly-plot"
@@ -20,9 +21,8 @@ CHARTS = "[data-testid='stPlotlyChart'] .js-plotly-plot"
 
 def _full_height_screenshot(page, name: str):
     """Grow the window to the page's height (Streamlit scrolls inside stMain), then screenshot."""
-    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": int(height) + 80})
-    page.wait_for_timeout(1500)  # plotly resizes its charts to the new window
+    fit_viewport_to_page(page, pad=80)
+    page.wait_for_timeout(700)  # plotly resizes its charts to the new window
     return screenshot(page, name)
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import decode_array
-from tests.e2e.conftest import (assert_no_exception, drawn_heatmaps, open_page, plotly_data, screenshot,
-                                wait_for_run)
+from tests.e2e.conftest import (assert_no_exception, drawn_heatmaps, fit_viewport_to_page, open_page, plotly_data,
+                                screenshot, wait_for_run)
 
 pytestmark = pytest.mark.e2e
 STEPS = 300
@@ -34,9 +34,8 @@ def _loss_trace(page) -> dict:
 def _whole_page(page) -> None:
     """Grow the viewport to the main column's height: Streamlit scrolls inside it, so a full-page
     screenshot would otherwise show only the first screen."""
-    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(12000, int(height) + 40)})
-    page.wait_for_timeout(1500)  # plotly charts resize to the new viewport
+    fit_viewport_to_page(page, cap=12000)
+    page.wait_for_timeout(700)  # plotly charts resize to the new viewport
 
 
 def test_train_a_small_model_in_the_browser(server_url, page):

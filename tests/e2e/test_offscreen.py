@@ -1,0 +1,114 @@
+"""Real browser: blocks out of sight are skipped until reached (ui/offscreen.py), and a student sees
+the same page: every chart drawn at the size it has without the rule, full-screen views that fill the
+window, element toolbars that answer clicks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts
+
+pytestmark = pytest.mark.e2e
+
+POSITIONS_CHARTS = 15
+MAIN = "[data-testid='stMain']"
+# The same page with the rule switched off in the browser: what "unchanged" is measured against.
+RULE_OFF = ("document.addEventListener('DOMContentLoaded', () => { const s = document.createElement('style');"
+            " s.textContent = \"[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'] > *"
+            " { content-visibility: visible !important; contain: none !important; }\";"
+            " document.head.appendChild(s); });")
+CHART_SIZES = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart'] .main-svg:first-of-type\"))"
+               ".map(s => s.getAttribute('width') + 'x' + s.getAttribute('height'))")
+LAST_CHART_SHOWN = ("() => { const c = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
+                    " return c[c.length - 1].checkVisibility({contentVisibilityAuto: true}); }")
+
+TOP_LEVEL_CHART = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart']\")).findIndex(c =>"
+                   " c.closest(\"[data-testid='stElementContainer']\").parentElement.matches("
+                   "\"[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock']\"))")
+
+
+def _scroll_through(page) -> None:
+    """Scroll the main column from top to bottom a screen at a time, as a reader would."""
+    height = page.evaluate(f"() => document.querySelector(\"{MAIN}\").scrollHeight")
+    y = 0
+    while y < height:
+        y += 700
+        page.evaluate(f"(y) => document.querySelector(\"{MAIN}\").scrollTo(0, y)", y)
+        page.wait_for_timeout(80)
+        height = page.evaluate(f"() => document.querySelector(\"{MAIN}\").scrollHeight")  # grows as blocks draw
+    page.wait_for_timeout(500)
+
+
+def _fills_window(box: dict, page) -> bool:
+    window = page.viewport_size
+    return box["width"] > 0.9 * window["width"] and box["height"] > 0.85 * window["height"]
+
+
+def test_blocks_out_of_sight_wait_and_charts_keep_their_size(server_url, browser, page):
+    reference = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        plain = reference.new_page()
+        plain.add_init_script(RULE_OFF)
+        open_page(plain, f"{server_url}/positions", timeout=240_000)
+        wait_for_charts(plain, POSITIONS_CHARTS)
+        plain.wait_for_timeout(1000)
+        assert plain.evaluate(LAST_CHART_SHOWN) is True  # the rule really is off there
+        expected_sizes = plain.evaluate(CHART_SIZES)
+        expected_height = plain.evaluate(f"() => document.querySelector(\"{MAIN}\").scrollHeight")
+    finally:
+        reference.close()
+
+    open_page(page, f"{server_url}/positions", timeout=240_000)
+    wait_for_charts(page, POSITIONS_CHARTS)
+    assert_no_exception(page)
+    blocks = page.evaluate("() => Array.from(document.querySelectorAll(\"[data-testid='stMainBlockContainer'] >"
+                           " [data-testid='stVerticalBlock'] > *\")).map(e => getComputedStyle(e).contentVisibility)")
+    assert len(blocks) > 20 and set(blocks) == {"auto"}, blocks
+    assert page.evaluate(LAST_CHART_SHOWN) is False  # far below the first screen: not drawn yet
+
+    _scroll_through(page)
+    assert page.evaluate(LAST_CHART_SHOWN) is True
+    assert page.evaluate(CHART_SIZES) == expected_sizes
+    # once every block was drawn, the page is as tall as without the rule
+    assert page.evaluate(f"() => document.querySelector(\"{MAIN}\").scrollHeight") == expected_height
+
+
+def test_full_screen_and_toolbars_work_inside_skipped_blocks(server_url, page):
+    open_page(page, f"{server_url}/positions", timeout=240_000)
+    wait_for_charts(page, POSITIONS_CHARTS)
+
+    # A table's toolbar sits above its block: it must show and take the click.
+    table = page.locator("[data-testid='stDataFrame']").first
+    table.scroll_into_view_if_needed()
+    table.hover()
+    table.locator("xpath=ancestor::*[@data-testid='stElementContainer'][1]").locator(
+        "button[aria-label='Fullscreen']").click(timeout=10_000)
+    page.wait_for_timeout(600)
+    assert _fills_window(table.bounding_box(), page)
+    screenshot(page, "offscreen_table_full_screen")
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(500)
+    assert not _fills_window(table.bounding_box(), page)
+
+    # A chart that is a top-level block itself (the block is contained): its toolbar answers the pointer,
+    # and full screen takes the whole window, not its block.
+    index = page.evaluate(TOP_LEVEL_CHART)
+    assert index >= 0
+    chart = page.locator("[data-testid='stPlotlyChart']").nth(index)
+    chart.scroll_into_view_if_needed()
+    page.evaluate(f"(y) => document.querySelector(\"{MAIN}\").scrollBy(0, -300)")  # clear of the app's header
+    page.wait_for_timeout(300)
+    chart.hover()
+    button = chart.locator("xpath=ancestor::*[@data-testid='stElementContainer'][1]").locator(
+        "button[aria-label='Fullscreen']")
+    box = button.bounding_box()
+    centre = [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2]
+    hit = page.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y); return !!(e && e.closest("
+                        "\"button[aria-label='Fullscreen']\")); }", centre)
+    assert hit  # drawn and under the pointer
+    button.click(timeout=10_000)
+    page.wait_for_timeout(800)
+    assert _fills_window(chart.bounding_box(), page)
+    screenshot(page, "offscreen_chart_full_screen")
+
