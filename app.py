@@ -5,10 +5,12 @@ file is missing is left out of the menu instead of breaking every page; tests/ap
 fails until every listed page exists.
 """
 
+import os
+
 import streamlit as st
 import torch
 
-from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, offscreen, recycle, warmup
+from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, offscreen, preload, recycle, warmup
 from ui.nav import sections
 
 # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
@@ -41,4 +43,6 @@ PAGES = {
 }
 
 offscreen.skip_offscreen_blocks()  # long pages: the browser skips blocks out of sight (ui/offscreen.py)
+if os.environ.get("GLASSBOX_PRELOAD", "1") != "0":
+    preload.preload_chart_library()  # the chart library fetched while a student reads (ui/preload.py)
 st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()

@@ -112,3 +112,24 @@ def test_full_screen_and_toolbars_work_inside_skipped_blocks(server_url, page):
     assert _fills_window(chart.bounding_box(), page)
     screenshot(page, "offscreen_chart_full_screen")
 
+
+CHUNKS_FETCHED = ("() => performance.getEntriesByType('resource').map(r => r.name.split('/').pop())"
+                  ".filter(n => n.startsWith('PlotlyChart.') || n.startsWith('DataFrame.'))")
+
+
+def test_home_fetches_the_chart_code_that_the_next_page_then_uses(server_url, page):
+    # ui/preload.py: Home draws no chart, yet the browser fetches Plotly's chunk once it is idle...
+    open_page(page, server_url, timeout=240_000)
+    page.wait_for_function(f"() => ({CHUNKS_FETCHED})().length >= 2", timeout=30_000)
+    # ...from a block that takes no room: the title sits where it sits without the script
+    hidden = page.evaluate("() => Array.from(document.querySelectorAll(\"[data-testid='stHtml']\"))"
+                           ".filter(h => h.querySelector('script')).map(h => getComputedStyle(h.closest("
+                           "\"[data-testid='stElementContainer']\")).display)")
+    assert hidden and set(hidden) == {"none"}, hidden
+    # Streamlit's own import of the chunk, on the first chart page, finds the same module: no second fetch
+    page.locator("[data-testid='stSidebarNav']").get_by_role("link", name="Attention", exact=True).click()
+    page.wait_for_url("**/attention**")
+    wait_for_charts(page, 1)
+    assert_no_exception(page)
+    fetched = page.evaluate(CHUNKS_FETCHED)
+    assert sorted(n.split(".")[0] for n in fetched) == ["DataFrame", "PlotlyChart"], fetched
