@@ -2,14 +2,13 @@
 
 Streamlit's frontend loads the code of an element kind only when a page first shows one: Plotly (its
 PlotlyChart chunk, about 4.7 MB of JavaScript) with the first chart, the table grid (DataFrame, about
-0.5 MB and its parts) with the first table, each kind of control with the first of its kind (a few
-kB each, but each element waits behind a placeholder until its code has arrived and started, which
-on a busy page was a second or more). Downloading, compiling and starting Plotly took about a second
-of the first chart page a student opened in a tab after Home or Lessons (which draw none).
-Every page therefore asks the browser, once it is idle, to import those chunks from the addresses
-Streamlit itself would: the browser keeps one copy of a module per address, so Streamlit's own
-import later finds them ready. Nothing is shown; a page that draws them anyway loses nothing (the
-imports are the ones it would make).
+0.5 MB and its parts) with the first table, each kind of control with the first of its kind (a few kB
+each). Downloading, compiling and starting Plotly took about a second of the first chart page a
+student opened in a tab after Home or Lessons (which draw none). Every page therefore asks the
+browser, once the page's run has ended and the browser is idle, to import those chunks from the
+addresses Streamlit itself would use: the browser keeps one copy of a module per address, so
+Streamlit's own import later finds them ready. Nothing is shown; a page that draws them anyway loses
+nothing (the imports are the ones it would make).
 """
 
 from __future__ import annotations
@@ -41,12 +40,16 @@ def chunks() -> tuple[str, ...]:
 
 
 def script(names: tuple[str, ...]) -> str:
-    """The page-side script: when the browser is idle, import `names`, found next to Streamlit's own bundle."""
+    """The page-side script: once this page's run has ended and the browser is idle, import `names`,
+    found next to Streamlit's own bundle (waiting for the run keeps it off a first visit's own work)."""
     return (
         "<script>(() => { const main = document.querySelector('script[src*=\"static/js/index.\"]');"
         f" if (!main) return; const names = {json.dumps(list(names))};"
         " const go = () => names.forEach((n) => import(new URL(n, main.src).href).catch(() => {}));"
-        " (window.requestIdleCallback || ((f) => setTimeout(f, 200)))(go); })();</script>"
+        " const idle = window.requestIdleCallback || ((f) => setTimeout(f, 200));"
+        " const app = () => document.querySelector('[data-testid=\"stApp\"]');"
+        " const when = () => (app() && app().getAttribute('data-test-script-state') === 'notRunning')"
+        " ? idle(go) : setTimeout(when, 250); when(); })();</script>"
     )
 
 

@@ -121,7 +121,7 @@ def open_page(page, url: str, timeout: float = 120_000, last: str | None = None)
 
 def assert_no_exception(page) -> None:
     errors = page.locator("[data-testid='stException']")
-    assert errors.count() == 0, errors.first.inner_text()[:2000]
+    assert errors.count() == 0, (errors.first.text_content() or "")[:2000]  # laid out or not
 
 
 def screenshot(page, name: str) -> Path:
