@@ -44,5 +44,5 @@ PAGES = {
 
 offscreen.skip_offscreen_blocks()  # long pages: the browser skips blocks out of sight (ui/offscreen.py)
 if os.environ.get("GLASSBOX_PRELOAD", "1") != "0":
-    preload.preload_chart_library()  # the chart library fetched while a student reads (ui/preload.py)
+    preload.preload_element_code()  # chart, table and control code fetched while a student reads (ui/preload.py)
 st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()

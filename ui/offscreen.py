@@ -9,8 +9,8 @@ comes near the screen, so each request stays cheap; what a student sees is drawn
 (README, "First visits": measured in chromium, the charts' sizes unchanged).
 
 Three details keep it invisible:
-- A block not yet drawn counts as `ESTIMATED_HEIGHT` tall (the median page's blocks average about
-  that) until drawn once, then as its real height (`auto`): only the scroll bar's length moves.
+- A block not yet drawn counts as `ESTIMATED_HEIGHT` tall (the mean of all pages' top-level blocks)
+  until drawn once, then as its real height (`auto`): only the scroll bar's length moves.
 - A contained block clips what is drawn past its edges (a focus ring, a toolbar or tooltip drawn at
   a block's border): `overflow-clip-margin` leaves them room.
 - A contained block is the frame of anything `position: fixed` inside it, which would shrink a chart's

@@ -53,9 +53,9 @@ def script(names: tuple[str, ...]) -> str:
     )
 
 
-def preload_chart_library() -> None:
+def preload_element_code() -> None:
     """Send the script with this run (app.py calls it before every page); nothing when no chunk is known."""
-    chunk = chunks()
-    if chunk:
+    names = chunks()
+    if names:
         st.html(HIDE_SCRIPT_BLOCKS)  # style only: Streamlit keeps it out of the page's blocks
-        st.html(script(chunk), unsafe_allow_javascript=True)
+        st.html(script(names), unsafe_allow_javascript=True)
