@@ -5,6 +5,7 @@
     python bench/first_visit.py --pages masks,depth
     python bench/first_visit.py --same-browser      # every tab in one browser that has the app's scripts cached
     python bench/first_visit.py --navigate          # one tab: open Home, then click each page in the sidebar
+    python bench/first_visit.py --navigate --served # the same, on a server that served every page once before
 
 Starts `streamlit run app.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
 /_stcore/health (the server is up; no script has run yet), then opens every page in Debian's
@@ -170,6 +171,9 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="with --navigate: seconds on Home before the first click (the warm-up that the first "
                              "visit started runs meanwhile)")
+    parser.add_argument("--served", action="store_true",
+                        help="before the timed visits, another browser opens every page once: the server has "
+                             "served each page before (a class's second student), the timed browser has not")
     parser.add_argument("--wait", type=float, default=0.0,
                         help="seconds to leave the healthy server idle before the first visit")
     args = parser.parse_args()
@@ -188,6 +192,9 @@ def main() -> None:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
             shared = None
+            if args.served:
+                for title, path in pages:
+                    time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout)
             if args.same_browser:
                 shared = browser.new_context(viewport={"width": 1400, "height": 1000})
                 time_visit(browser, f"http://127.0.0.1:{port}/", args.settle, args.timeout, shared)
@@ -210,6 +217,7 @@ def main() -> None:
         print(f"{title:12} {cold[title]:7.2f} {warm[title]:7.2f}")
     print("cold: the first visit of that page since the server started (the first row also pays the "
           "torch import); warm: a second visit, in a new tab"
+          + ("; the server had served every page once before" if args.served else "")
           + ("; one tab that opened Home, every other page reached by its sidebar link" if args.navigate
              else "; every tab in one browser profile that opened Home first (scripts cached)" if args.same_browser
              else "; every tab in a new browser profile (nothing cached)"))

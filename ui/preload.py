@@ -9,6 +9,13 @@ browser, once the page's run has ended and the browser is idle, to import those 
 addresses Streamlit itself would use: the browser keeps one copy of a module per address, so
 Streamlit's own import later finds them ready. Nothing is shown; a page that draws them anyway loses
 nothing (the imports are the ones it would make).
+
+Two more first-time costs are paid here too: the KaTeX fonts (the browser fetches each face when a
+formula first uses it and lays the page out again when it arrives; loading all 20 faces, 256 kB, took
+Positions' first visit from the sidebar from 1.99 to 1.65 s) and the table grid's style sheet
+(Streamlit links it with the first table, and a new style sheet restyles the whole page). Drawing a
+figure with Plotly off screen to warm its code was tried and left out: it made the next page's first
+chart slower (Attention 0.6 -> 1.4 s).
 """
 
 from __future__ import annotations
@@ -19,34 +26,54 @@ from pathlib import Path
 
 import streamlit as st
 
+STATIC = Path(st.__file__).parent / "static" / "static"  # Streamlit's frontend: js/ and css/
 # Streamlit's lazy chunks (names carry a hash) of the element kinds the pages use: the controls first
 # (small), then st.dataframe / st.data_editor and st.plotly_chart. Lessons' code blocks (st.code, a
 # 1.5 MB highlighter used on that page only) are left to load when needed.
 CHUNK_GLOBS = ("Slider.*.js", "Metric.*.js", "NumberInput.*.js", "Checkbox.*.js", "Multiselect.*.js",
                "Radio.*.js", "Selectbox.*.js", "ButtonGroup.*.js", "DownloadButton.*.js", "TextInput.*.js",
                "TextArea.*.js", "FileUploader.*.js", "DataFrame.*.js", "PlotlyChart.*.js")
+# Style sheets Streamlit adds with those chunks (beside the bundle's folder, in ../css).
+STYLE_GLOBS = ("DataFrame.*.css",)
 # A block that holds nothing but a script is empty, yet the page's spacing would still give it a gap
 # (16 px above the title): leave such blocks out of the layout. The script has run by then.
 HIDE_SCRIPT_BLOCKS = ("<style>[data-testid='stElementContainer']:has(> [data-testid='stHtml'] > script:only-child)"
                       " { display: none; }</style>")
 
 
+def _unique(folder: Path, globs: tuple[str, ...]) -> list[str]:
+    """The file name matching each of `globs` in `folder`, where exactly one does."""
+    found = [sorted(folder.glob(pattern)) for pattern in globs]
+    return [names[0].name for names in found if len(names) == 1]
+
+
 @lru_cache(maxsize=1)
 def chunks() -> tuple[str, ...]:
     """File names of the installed Streamlit's chunks for CHUNK_GLOBS (each kept when exactly one matches)."""
-    folder = Path(st.__file__).parent / "static" / "static" / "js"
-    found = [sorted(folder.glob(pattern)) for pattern in CHUNK_GLOBS]
-    return tuple(names[0].name for names in found if len(names) == 1)
+    return tuple(_unique(STATIC / "js", CHUNK_GLOBS))
 
 
-def script(names: tuple[str, ...]) -> str:
-    """The page-side script: once this page's run has ended and the browser is idle, import `names`,
-    found next to Streamlit's own bundle (waiting for the run keeps it off a first visit's own work)."""
+@lru_cache(maxsize=1)
+def stylesheets() -> tuple[str, ...]:
+    """Addresses, relative to Streamlit's bundle, of the style sheets for STYLE_GLOBS."""
+    return tuple(f"../css/{name}" for name in _unique(STATIC / "css", STYLE_GLOBS))
+
+
+def script(names: tuple[str, ...], styles: tuple[str, ...] = ()) -> str:
+    """The page-side script: once this page's run has ended and the browser is idle, import `names` and
+    link `styles` (both found beside Streamlit's own bundle, where its own lazy loader looks: it then adds
+    neither again), and load every KaTeX face. Waiting for the run keeps it off a first visit's own work."""
     return (
         "<script>(() => { const main = document.querySelector('script[src*=\"static/js/index.\"]');"
-        f" if (!main) return; const names = {json.dumps(list(names))};"
-        " const go = () => names.forEach((n) => import(new URL(n, main.src).href).catch(() => {}));"
+        f" if (!main) return; const names = {json.dumps(list(names))}; const styles = {json.dumps(list(styles))};"
         " const idle = window.requestIdleCallback || ((f) => setTimeout(f, 200));"
+        " const link = (n) => { const href = new URL(n, main.src).href;"
+        " if (Array.from(document.querySelectorAll('link[rel=\"stylesheet\"]')).some((l) => l.href === href)) return;"
+        " const l = document.createElement('link'); l.rel = 'stylesheet'; l.href = href; document.head.appendChild(l); };"
+        " const fonts = () => document.fonts.forEach((f) => { if (f.status === 'unloaded'"
+        " && f.family.replace(/[\"']/g, '').startsWith('KaTeX_')) f.load().catch(() => {}); });"
+        " const go = () => { styles.forEach(link); fonts();"
+        " names.forEach((n) => import(new URL(n, main.src).href).catch(() => {})); };"
         " const app = () => document.querySelector('[data-testid=\"stApp\"]');"
         " const when = () => (app() && app().getAttribute('data-test-script-state') === 'notRunning')"
         " ? idle(go) : setTimeout(when, 250); when(); })();</script>"
@@ -58,4 +85,4 @@ def preload_element_code() -> None:
     names = chunks()
     if names:
         st.html(HIDE_SCRIPT_BLOCKS)  # style only: Streamlit keeps it out of the page's blocks
-        st.html(script(names), unsafe_allow_javascript=True)
+        st.html(script(names, stylesheets()), unsafe_allow_javascript=True)

@@ -24,12 +24,29 @@ def test_every_chunk_named_exists_in_the_installed_streamlit_and_is_imported_by_
     assert names[-1].startswith("PlotlyChart.")
 
 
+def test_every_style_sheet_named_exists_and_is_the_address_the_bundle_loads_it_from():
+    styles = preload.stylesheets()
+    assert len(styles) == len(preload.STYLE_GLOBS), (preload.STYLE_GLOBS, styles)
+    bundle = "".join(p.read_text(errors="ignore") for p in STATIC_JS.glob("index.*.js"))
+    for relative in styles:
+        assert (STATIC_JS / relative).resolve().is_file()
+        assert f'"{relative}"' in bundle  # Streamlit's loader resolves the same address, so it adds no second link
+
+
 def test_the_script_imports_each_chunk_beside_the_bundle_once_idle():
     script = preload.script(("A.x.js", "B.y.js"))
     assert script.startswith("<script>") and script.endswith("</script>")
     assert '["A.x.js", "B.y.js"]' in script
     assert "new URL(n, main.src)" in script and "requestIdleCallback" in script
     assert ".catch(" in script  # a failed fetch is nobody's error
+    assert "styles = []" in script
+
+
+def test_the_script_links_each_style_sheet_once_and_loads_the_katex_fonts():
+    script = preload.script(("A.x.js",), ("../css/S.z.css",))
+    assert '["../css/S.z.css"]' in script and "l.rel = 'stylesheet'" in script
+    assert ".some((l) => l.href === href)) return" in script  # not linked twice
+    assert "startsWith('KaTeX_')" in script and "f.status === 'unloaded'" in script and "f.load()" in script
 
 
 def _html_bodies(at) -> list[str]:
@@ -52,7 +69,7 @@ def test_the_app_run_sends_the_offscreen_rule_and_the_preload():
     bodies = _html_bodies(at)
     assert offscreen.CSS in bodies
     assert preload.HIDE_SCRIPT_BLOCKS in bodies
-    assert preload.script(preload.chunks()) in bodies
+    assert preload.script(preload.chunks(), preload.stylesheets()) in bodies
 
 
 def test_preload_can_be_switched_off(monkeypatch):

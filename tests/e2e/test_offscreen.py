@@ -118,6 +118,12 @@ CHUNKS_FETCHED = ("() => performance.getEntriesByType('resource').map(r => r.nam
                   ".filter(n => n.startsWith('PlotlyChart.') || n.startsWith('DataFrame.'))")
 
 
+GRID_STYLE_SHEETS = ("() => Array.from(document.querySelectorAll('link[rel=stylesheet]'))"
+                     ".filter(l => l.href.split('/').pop().startsWith('DataFrame.')).length")
+KATEX_FACES = ("() => { const s = []; document.fonts.forEach(f => { if (f.family.replace(/[\"']/g, '')"
+               ".startsWith('KaTeX_')) s.push(f.status); }); return s; }")
+
+
 def test_home_fetches_the_chart_code_that_the_next_page_then_uses(server_url, page):
     # ui/preload.py: Home draws no chart, yet the browser fetches Plotly's chunk once it is idle...
     open_page(page, server_url, timeout=240_000)
@@ -127,10 +133,17 @@ def test_home_fetches_the_chart_code_that_the_next_page_then_uses(server_url, pa
                            ".filter(h => h.querySelector('script')).map(h => getComputedStyle(h.closest("
                            "\"[data-testid='stElementContainer']\")).display)")
     assert hidden and set(hidden) == {"none"}, hidden
+    # ...with the table grid's style sheet linked and every KaTeX face loaded (Home shows no table and no
+    # formula in those fonts' sizes)
+    page.wait_for_function(f"() => ({KATEX_FACES})().every(s => s === 'loaded')", timeout=30_000)
+    assert len(page.evaluate(KATEX_FACES)) >= 20
+    assert page.evaluate(GRID_STYLE_SHEETS) == 1
     # Streamlit's own import of the chunk, on the first chart page, finds the same module: no second fetch
     page.locator("[data-testid='stSidebarNav']").get_by_role("link", name="Attention", exact=True).click()
     page.wait_for_url("**/attention**")
     wait_for_charts(page, 1)
     assert_no_exception(page)
     fetched = page.evaluate(CHUNKS_FETCHED)
-    assert sorted(n.split(".")[0] for n in fetched) == ["DataFrame", "PlotlyChart"], fetched
+    kinds = sorted(f"{n.split('.')[0]}.{n.split('.')[-1]}" for n in fetched)
+    assert kinds == ["DataFrame.css", "DataFrame.js", "PlotlyChart.js"], fetched  # each once
+    assert page.evaluate(GRID_STYLE_SHEETS) == 1  # Streamlit found the style sheet linked and added none
