@@ -29,8 +29,8 @@ from first_visit import (CHROMIUM_ARGS, ROOT, start_server, stop_server, time_cl
 
 from deploy.cluster import free_port  # noqa: E402
 
-RULE_OFF = ("[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'] > *"
-            " { content-visibility: visible !important; contain: none !important; }")
+from ui.offscreen import RULE_OFF  # noqa: E402
+
 SET_STYLE = """(css) => { let s = document.getElementById('bench-offscreen');
   if (s) s.remove(); s = document.createElement('style'); s.id = 'bench-offscreen'; s.textContent = css;
   document.head.appendChild(s); }"""

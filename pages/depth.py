@@ -25,10 +25,7 @@ header(
     r"x_{l+1} = x_l + F_l\big(\mathrm{LN}(x_l)\big) \qquad\Longrightarrow\qquad "
     r"\frac{\partial x_{l+1}}{\partial x_l} = I + \frac{\partial F_l}{\partial x_l}",
 )
-focus = V.controls(sel)
-V.forward_panel(sel, focus)
-V.backward_panel(sel, focus)
-stacks = V.experiment_panel()
-V.hyper_panel(stacks)
+V.focus_sections(sel)  # a fragment: the stack, position and objective redraw sections 1-2 only
+V.experiment_sections()  # a fragment: the experiment's controls redraw sections 3-4 only
 V.twins_panel(sel)
 V.paths_panel(sel)

@@ -22,8 +22,6 @@ header(
 )
 drawn = V.mask_panel(sel)  # the mask(s) drawn and the model's runs; None for an input too long to draw
 if drawn is not None:
-    layer, head = V.effect_panel(sel, drawn)
-    V.right_wrong_panel(sel, drawn, layer, head)
-    V.graph_panel(sel, drawn, layer)
+    V.model_sections(sel, drawn)  # a fragment: the layer and head pickers redraw sections 2-4 only
 V.cost_panel(drawn)
 V.legality_panel(sel.device)

@@ -24,10 +24,7 @@ header(
     "what breaks.",
     r"x_p = E[t_p] + PE_p \qquad\qquad \mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\ \text{ when no position enters}",
 )
-tables = V.encodings_panel(sel)
-V.relative_panel(sel, tables)
-rope_base = V.rope_panel()
-V.neighbour_panel(tables, rope_base)
+V.encoding_sections(sel)  # a fragment: the encodings' and RoPE's controls redraw sections 1-4 only
 V.order_panel(sel)
 V.swap_panel(sel)
 V.extrapolation_panel(sel)

@@ -7,11 +7,12 @@ Kept in a module (not the page file) so it is compiled once per process. Every c
 may set is a URL parameter of the `URL` table below; cached work comes from ui.depth_runs, the
 numbers from core.analysis.depth and core.analysis.depth_tables.
 
-What a click reruns: the stack, position and objective at the top feed sections 1 and 2, and the
-experiment's own controls (L, gain, seed, measure, stacks, streams, noise) feed its charts and the
-hyper-connections below, so they rerun the whole page. ρ (the bounds), the Sinkhorn sublayer and
-the long-range paths' n, H and τ change only their own figures: those parts are fragments
-(`@st.fragment`).
+What a click reruns: the stack, position and objective at the top feed sections 1 and 2 and nothing
+else, so those sections are one fragment (`focus_sections`); the experiment's own controls (L, gain,
+seed, measure, stacks, streams, noise) feed its charts and the hyper-connections below and nothing
+else, so those are another (`experiment_sections`). Inside them, ρ (the bounds) and the Sinkhorn
+sublayer change only their own figures, and so do the long-range paths' n, H and τ: those parts are
+fragments of their own (`@st.fragment`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from core.analysis import depth as A
 from core.analysis import depth_tables as T
 from core.tasks import IGNORE
 from ui import depth_runs as R
-from ui import query
+from ui import offscreen, query
 from ui.page import computed, rows_table, try_this
 from ui.params import Choice, Float, Int, Multi, Params, general
 from ui.sidebar import Selection
@@ -157,6 +158,23 @@ def controls(sel: Selection) -> Focus:
         st.info("This input has no position with a right answer, so there is no loss: gradients are of the "
                 "model's own top logit at the chosen position.")
     return Focus(stack, f"{stack}." if encdec else "", "decoder." if encdec else "", tokens, position, kind, scored)
+
+
+@st.fragment  # the stack, position and objective feed sections 1-2 only: a change redraws them alone
+def focus_sections(sel: Selection) -> None:
+    """The focus controls, then sections 1 (forward) and 2 (backward), which read them."""
+    with offscreen.section_group("depth-focus"):
+        focus = controls(sel)
+        forward_panel(sel, focus)
+        backward_panel(sel, focus)
+
+
+@st.fragment  # the experiment's controls feed its charts and section 4 only: a change redraws those alone
+def experiment_sections() -> None:
+    """Section 3 (the depth experiment) and section 4 (hyper-connections), which draws its stacks."""
+    with offscreen.section_group("depth-experiment"):
+        stacks = experiment_panel()
+        hyper_panel(stacks)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ Kept in a module (not the page file) so it is compiled once per process: Streaml
 page script's source on every run, and this is most of the page's code. The numbers come from
 core.analysis.masks, the cached runs and figures from ui.masks_runs.
 
-What a click reruns: the mask editor (section 1) and the layer and head pickers (section 2) feed
-every section below them, so their controls rerun the whole page. The leak controls, the
+What a click reruns: the mask editor (section 1) feeds every section below it, so its controls rerun
+the whole page. The layer and head pickers (section 2) feed sections 2 to 4 and nothing else: those
+three are one fragment (`model_sections`), so a pick redraws them and not the editor or sections 5
+and 6. Inside it, the leak controls, the
 receptive field's query token, the cost section's block size and button and the legality length
 change only their own figures: those parts are fragments (`@st.fragment`).
 """
@@ -27,6 +29,7 @@ from core.analysis import masks as A
 from core.figures.heatmaps import unique_labels
 from core.tasks import get_task
 from ui import masks_runs as R
+from ui import offscreen
 from ui import precomputed
 from ui import models
 from ui.page import computed, number_table, rows_table, try_this
@@ -407,6 +410,15 @@ def effect_panel(sel: Selection, d: Drawn) -> tuple[int, int]:
         "Find the smallest sliding window that keeps the accuracy of your model near its own.",
     )
     return layer, head
+
+
+@st.fragment  # the layer and head feed sections 2-4 only: a pick redraws them, not the editor or 5-6
+def model_sections(sel: Selection, d: Drawn) -> None:
+    """Sections 2 to 4, which read the layer and head picked in section 2."""
+    with offscreen.section_group("masks"):
+        layer, head = effect_panel(sel, d)
+        right_wrong_panel(sel, d, layer, head)
+        graph_panel(sel, d, layer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,10 @@ page, a block out of sight keeps its place but is neither styled, laid out nor p
 comes near the screen, so each request stays cheap; what a student sees is drawn exactly as before
 (README, "First visits": measured in chromium, the charts' sizes unchanged).
 
+A group of sections that one fragment redraws (`section_group`: the controls at its top feed every
+section in it, and nothing outside it) is one top-level block; its own blocks get the same rule, so a
+long group is skipped piece by piece as the page is.
+
 Three details keep it invisible:
 - A block not yet drawn counts as `ESTIMATED_HEIGHT` tall (the mean of all pages' top-level blocks)
   until drawn once, then as its real height (`auto`): only the scroll bar's length moves.
@@ -25,13 +29,25 @@ import streamlit as st
 
 ESTIMATED_HEIGHT = "260px"  # mean height of a page's top-level blocks over all eleven pages (1400x1000 window)
 TOP_LEVEL_BLOCKS = "[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'] > *"
+GROUP_KEY = "glassbox-sections"  # st.container keys of section groups start with it (class st-key-<key>)
+GROUP_BLOCKS = f"[class*='st-key-{GROUP_KEY}-'] > *"
 CSS = (
     "<style>body:not([style*='overflow: hidden']) " + TOP_LEVEL_BLOCKS
+    + ", body:not([style*='overflow: hidden']) " + GROUP_BLOCKS
     + " { content-visibility: auto; contain-intrinsic-size: auto " + ESTIMATED_HEIGHT
     + "; overflow-clip-margin: 3rem; }</style>"
 )
+# The same blocks drawn as if the rule were absent: what benches and tests compare the page against.
+RULE_OFF = (TOP_LEVEL_BLOCKS + ", " + GROUP_BLOCKS
+            + " { content-visibility: visible !important; contain: none !important; }")
 
 
 def skip_offscreen_blocks() -> None:
     """Send the style rule above with this run (app.py calls it before every page)."""
     st.html(CSS)
+
+
+def section_group(name: str):
+    """The container a fragment that redraws several sections draws them in (`with section_group(...)`):
+    its blocks are skipped out of sight one by one, as top-level blocks are."""
+    return st.container(key=f"{GROUP_KEY}-{name}")

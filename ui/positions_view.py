@@ -10,7 +10,9 @@ What a click reruns: sections whose controls change only their own figures are f
 (`@st.fragment`): the Gram matrix, the shift map, the RoPE shift and decay curves, neighbours,
 order, the scheme swap and extrapolation. The encodings' n, d and base and the RoPE base feed later
 sections (the tables, the neighbour scores), and the RoPE pair, m and n feed the plane and the
-shift below them, so those controls rerun the whole page.
+shift below them, all of them above order blindness: the sections from the encodings to the
+neighbours are one fragment (`encoding_sections`), so those controls redraw them and not the
+order, swap and extrapolation sections.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from core.analysis import positions as P
 from core.figures import positions as F
 from core.model import Transformer
 from core.tasks import get_task
-from ui import models, query
+from ui import models, offscreen, query
 from ui import positions_runs as R
 from ui.page import computed, try_this
 from ui.params import Choice, Float, Int, Params
@@ -469,6 +471,17 @@ def neighbour_panel(t: Tables, rope_base: float) -> None:
         "Choose 'sinusoidal + projections': the two bar sets now differ. Then choose 'rope': identical again.",
         "Move the second query to 4000: the raw sinusoidal and RoPE patterns still match to rounding.",
     )
+
+
+@st.fragment  # n, d, base and the RoPE controls feed sections 1-4 only: a change redraws those alone
+def encoding_sections(sel: Selection) -> None:
+    """Sections 1 to 4 (the encodings, relative position, RoPE, neighbours), which read the encodings' and
+    RoPE's controls."""
+    with offscreen.section_group("positions"):
+        tables = encodings_panel(sel)
+        relative_panel(sel, tables)
+        rope_base = rope_panel()
+        neighbour_panel(tables, rope_base)
 
 
 # ---------------------------------------------------------------------------------------------

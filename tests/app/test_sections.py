@@ -1,6 +1,8 @@
 """A click inside a section reruns only that section (an st.fragment), redraws its figure, and
 leaves the URL right: the new value is in the URL, and opening that URL shows the same figure.
-Controls whose effect reaches later sections stay outside every fragment (a full rerun)."""
+Controls that feed a run of sections and nothing else redraw that group of sections (one fragment
+around them) and leave the rest of the page as it was. Controls whose effect reaches the rest of the
+page stay outside every fragment (a full rerun)."""
 
 from __future__ import annotations
 
@@ -60,13 +62,37 @@ SECTIONS = [
 # Controls that change what later sections draw: they must rerun the whole page.
 WHOLE_PAGE = [
     ("pages/attention.py", "attention.layer", {}),
-    ("pages/positions.py", "positions.n", {}),
-    ("pages/masks.py", "masks.layer", {}),
-    ("pages/masks.py", "masks.all.preset", {}),
-    ("pages/depth.py", "depth.layers", {}),
+    ("pages/masks.py", "masks.all.preset", {}),  # the mask feeds sections 2 to 6
     ("pages/cost.py", "cost.d", {}),
     ("pages/retrieval.py", "glassbox.model", {}),  # the sidebar: the device of panels 3 and 4
     ("pages/generation.py", "glassbox.model", ENCDEC),  # the sidebar's model and input feed every panel
+]
+
+
+@dataclass(frozen=True)
+class Group:
+    """A control that feeds a run of sections and nothing else: a new value for it, how the URL writes it,
+    charts of the group it must change, the group's last chart (the whole group redrawn) and charts
+    outside the group (left as they were: not in the rerun)."""
+
+    page: str
+    widget: str
+    value: object
+    url: tuple[str, str]
+    changed: tuple[str, ...]
+    last: str
+    outside: tuple[str, ...]
+
+
+GROUPS = [
+    Group("pages/masks.py", "masks.layer", 1, ("layer", "1"), ("masks.pattern_own", "masks.right", "masks.row_sums"),
+          "masks.influence", ("masks.all.grid", "masks.pairs", "masks.legality_encoder")),
+    Group("pages/positions.py", "positions.n", 32, ("pe_n", "32"), ("positions.fig_table", "positions.fig_gram"),
+          "positions.fig_neigh", ("positions.fig_rows", "positions.fig_swap_acc")),
+    Group("pages/depth.py", "depth.pos", 1, ("at", "1"), ("depth.contrib",), "depth.saliency",
+          ("depth.chart", "depth.twins", "depth.paths")),
+    Group("pages/depth.py", "depth.layers", 24, ("L", "24"), ("depth.chart", "depth.zoom"), "depth.mixing",
+          ("depth.norms", "depth.twins", "depth.paths")),
 ]
 
 
@@ -94,6 +120,27 @@ def test_a_click_in_a_section_reruns_only_it_and_keeps_the_url_right(s: Section)
     linked = page_at(s.page, dict(at.query_params))  # open that URL in a new session
     assert_ok(linked)
     assert chart(linked, s.chart) == after
+
+
+@pytest.mark.parametrize("g", GROUPS, ids=lambda g: g.widget)
+def test_a_control_that_feeds_a_group_of_sections_redraws_that_group_only(g: Group):
+    at = page_at(g.page)
+    assert_ok(at)
+    before = {key: chart(at, key) for key in g.changed}
+    click_in_fragment(at, g.widget, g.value)
+    assert_ok(at)
+    drawn = {element.proto.id.rsplit("-", 1)[-1] for element in at.get("plotly_chart")}
+    assert g.last in drawn, "the whole group is drawn again"
+    for key in g.changed:
+        assert chart(at, key) != before[key], f"{key} did not follow {g.widget}"
+    assert not drawn & set(g.outside), "charts outside the group were drawn again"
+    assert not at.title
+    name, text = g.url
+    assert at.query_params[name] == text
+    linked = page_at(g.page, dict(at.query_params))
+    assert_ok(linked)
+    for key in g.changed:
+        assert chart(linked, key) == chart(at, key)
 
 
 @pytest.mark.parametrize("page,key,query", WHOLE_PAGE, ids=lambda v: v if isinstance(v, str) else "")

@@ -5,19 +5,22 @@ window, element toolbars that answer clicks.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts
+from ui import offscreen
 
 pytestmark = pytest.mark.e2e
 
 POSITIONS_CHARTS = 15
 MAIN = "[data-testid='stMain']"
+# The blocks the rule is on: the page's top-level blocks and those of a group of sections.
+SKIPPABLE = f"{offscreen.TOP_LEVEL_BLOCKS}, {offscreen.GROUP_BLOCKS}"
 # The same page with the rule switched off in the browser: what "unchanged" is measured against.
 RULE_OFF = ("document.addEventListener('DOMContentLoaded', () => { const s = document.createElement('style');"
-            " s.textContent = \"[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'] > *"
-            " { content-visibility: visible !important; contain: none !important; }\";"
-            " document.head.appendChild(s); });")
+            f" s.textContent = {json.dumps(offscreen.RULE_OFF)}; document.head.appendChild(s); }});")
 CHART_SIZES = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart'] .main-svg:first-of-type\"))"
                ".map(s => s.getAttribute('width') + 'x' + s.getAttribute('height'))")
 LAST_CHART_SHOWN = ("() => { const c = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
@@ -25,7 +28,8 @@ LAST_CHART_SHOWN = ("() => { const c = document.querySelectorAll(\"[data-testid=
 
 TOP_LEVEL_CHART = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart']\")).findIndex(c =>"
                    " c.closest(\"[data-testid='stElementContainer']\").parentElement.matches("
-                   "\"[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock']\"))")
+                   "\"[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'],"
+                   " [class*='st-key-glassbox-sections-']\"))")
 
 
 def _scroll_through(page) -> None:
@@ -62,8 +66,8 @@ def test_blocks_out_of_sight_wait_and_charts_keep_their_size(server_url, browser
     open_page(page, f"{server_url}/positions", timeout=240_000)
     wait_for_charts(page, POSITIONS_CHARTS)
     assert_no_exception(page)
-    blocks = page.evaluate("() => Array.from(document.querySelectorAll(\"[data-testid='stMainBlockContainer'] >"
-                           " [data-testid='stVerticalBlock'] > *\")).map(e => getComputedStyle(e).contentVisibility)")
+    blocks = page.evaluate(f"() => Array.from(document.querySelectorAll(\"{SKIPPABLE}\"))"
+                           ".map(e => getComputedStyle(e).contentVisibility)")
     assert len(blocks) > 20 and set(blocks) == {"auto"}, blocks
     assert page.evaluate(LAST_CHART_SHOWN) is False  # far below the first screen: not drawn yet
 
@@ -92,7 +96,7 @@ def test_full_screen_and_toolbars_work_inside_skipped_blocks(server_url, page):
     page.wait_for_timeout(500)
     assert not _fills_window(table.bounding_box(), page)
 
-    # A chart that is a top-level block itself (the block is contained): its toolbar answers the pointer,
+    # A chart that is a block itself (top-level or in a group: the block is contained): its toolbar answers the pointer,
     # and full screen takes the whole window, not its block.
     index = page.evaluate(TOP_LEVEL_CHART)
     assert index >= 0
