@@ -12,6 +12,7 @@ import json
 import threading
 from typing import Callable
 
+import numpy as np
 import plotly.graph_objects as go
 
 from ui.memo import memo
@@ -33,17 +34,37 @@ class ShippedFigure(go.Figure):
     The plotly template (Streamlit's theme: about 330 small lists and dicts, nine tenths of a small
     figure) is the same in nearly every figure; the dicts share one copy of it, so the figures a
     classroom leaves in the memos do not each keep their own.
+
+    Its arrays are ones orjson writes as they are (`plain_arrays`): plotly's serialiser tries orjson on
+    the dict first and, when one value is not such (an array of labels), walks the whole figure and its
+    template in Python instead, on every rerun.
     """
 
     def __init__(self, source: go.Figure):
         super().__init__()
-        self._shipped = share_template(source.to_dict())
+        self._shipped = share_template(plain_arrays(source.to_dict()))
 
     def to_dict(self) -> dict:
         return self._shipped
 
     def to_plotly_json(self) -> dict:
         return self._shipped
+
+
+def plain_arrays(value):
+    """`value` (a figure's dict) with every numpy array orjson cannot write directly (text, object or
+    strided arrays) replaced by what plotly's own cleaning would give: a list, or a contiguous copy. The
+    JSON is the same; only the Python walk at every rerun goes."""
+    if isinstance(value, dict):
+        return {key: plain_arrays(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_arrays(item) for item in value] if any(
+            isinstance(item, (dict, list, tuple, np.ndarray)) for item in value) else value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":
+            return np.ascontiguousarray(value)
+        return plain_arrays(value.tolist())
+    return value
 
 
 _TEMPLATES: dict[str, dict] = {}  # one shared copy of each distinct layout.template, by its JSON

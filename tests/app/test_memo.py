@@ -135,6 +135,24 @@ def test_shipped_figure_serialises_exactly_like_its_source():
     assert pio.to_json(shipped, validate=False) == pio.to_json(source, validate=False)
 
 
+def test_shipped_figure_arrays_are_ones_orjson_writes_directly_and_the_json_is_unchanged():
+    # Label arrays made plotly's serialiser fall back to walking the whole figure in Python on every rerun
+    import orjson
+
+    labels = np.array([["may attend", "blocked"], ["blocked", "may attend"]])  # [q k] text, dtype <U
+    colours = np.array(["#222222", "#0072B2"], dtype=object)
+    strided = np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2]  # not contiguous
+    source = go.Figure([go.Heatmap(z=[[1, 0], [0, 1]], text=labels, texttemplate="%{text}"),
+                        go.Bar(x=["a", "b"], y=[1, 2], marker={"color": colours}),
+                        go.Scatter(x=[0, 1, 2], y=[0, 1, 2], customdata=strided)])
+    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    with pytest.raises(TypeError):
+        orjson.dumps(source.to_dict(), option=options)  # what plotly tries first, and falls back from
+    shipped = ShippedFigure(source)
+    orjson.dumps(shipped.to_dict(), option=options)
+    assert pio.to_json(shipped, validate=False) == pio.to_json(source, validate=False)
+
+
 def test_shipped_figures_share_one_copy_of_an_equal_template():
     patterns, tokens = _grid_args()
     first = ShippedFigure(overview_grid(patterns, tokens, tokens, selected=(1, 2)))
