@@ -168,7 +168,7 @@ def payload_bytes_per_cell(n: int) -> float:
 # Per section: what a click costs, next to a bare page drawing that section's figures
 # ---------------------------------------------------------------------------------------------
 
-PAGE_WIDE = None  # a control that reruns the page: its floor draws every figure of the page
+PAGE_WIDE = None  # a control that reruns the page or its body ([page], [body]): its floor draws every figure of the page
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class Section:
 ENCDEC = (("model", "reverse-encdec"),)  # every Generation panel draws for an encoder-decoder
 
 SECTIONS = [
-    Section("attention", "layer/head/T bar: temperature [page]", "attention.temp", (1.0, 2.0), PAGE_WIDE,
+    Section("attention", "layer/head/T bar: temperature [body]", "attention.temp", (1.0, 2.0), PAGE_WIDE,
             (("view", "grid"),)),
     Section("attention", "One head: query row", "attention.query", (0, 1),
             ("attention.fig_head", "attention.fig_lines", "attention.fig_bars"), (("view", "head"),)),
@@ -203,9 +203,10 @@ SECTIONS = [
     Section("positions", "Shift map: k", "positions.k", (3, 7), ("positions.fig_mk",)),
     Section("positions", "Neighbours: window", "positions.window", (6, 4), ("positions.fig_neigh",)),
     Section("positions", "RoPE decay: base", "positions.decay_base", (10000, 1000), ("positions.fig_decay",)),
-    Section("heads", "Layer [page]", "heads.layer", (0, 1), PAGE_WIDE),
+    Section("heads", "Layer [body]", "heads.layer", (0, 1), PAGE_WIDE),
     Section("heads", "Subspaces: matrix", "heads.which", ("W_V", "W_Q"),
             ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank", "heads.fig_budget")),
+    Section("masks", "Draw: preset [page]", "masks.all.preset", ("causal", "full"), PAGE_WIDE),
     Section("masks", "Effect: layer [sections 2-4]", "masks.layer", (0, 1),
             ("masks.pattern_own", "masks.pattern_yours", "masks.right", "masks.wrong", "masks.row_sums", "masks.leak",
              "masks.arcs", "masks.laplacian", "masks.spectrum", "masks.reach", "masks.field", "masks.influence")),

@@ -7,7 +7,8 @@ page script's source on every AppTest run, and this is most of the page's code.
 What a click reruns: the views One head, Step by step, Why divide by √d_k and Compare are
 fragments (`@st.fragment`), because their own controls (query row, toy numbers, d_k, head B,
 input B) change only their own figures. The kind, layer, head and temperature bar and the view
-buttons feed every view, so they rerun the whole page.
+buttons feed every view: they redraw everything below the title (`body`, one fragment), not the
+sidebar and the title.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from core.figures.heatmaps import EXACT_CELLS
 from ui.attention_runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
                                grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
                                spread_figure, steps_figure, sweep)
+from ui import offscreen
 from ui.page import pick_index, rows_table, try_this
 from ui.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
@@ -685,3 +687,10 @@ def draw(sel: Selection, v: View) -> None:
                  "changed: which rows of the difference light up?")
     else:
         export_panel(sel, v.kind, pat, v.q_tokens, v.k_tokens, v.temperature)
+
+
+@st.fragment  # the bar and the view buttons feed only what is below the title: a click redraws that, not the sidebar
+def body(sel: Selection) -> None:
+    """Everything below the title: the controls, then the chosen view."""
+    with offscreen.section_group("attention"):
+        draw(sel, controls(sel))

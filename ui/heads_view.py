@@ -8,8 +8,8 @@ is in ui.heads_runs; figures come from core.figures.heads through ui.figures.cac
 
 What a click reruns: the tabs with controls of their own (Subspaces, Queries and keys, Ablation,
 the toy, the orthogonal query) are fragments (`@st.fragment`): their controls change only that
-tab. The attention kind, layer and head above the tabs, and the tabs themselves, rerun the whole
-page.
+tab. The attention kind, layer and head above the tabs, and the tabs themselves, feed every tab:
+they redraw everything below the title (`body`, one fragment), not the sidebar and the title.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from core.figures.heatmaps import attention_heatmap
 from core.figures.train import training_curves
 from core.tasks import IGNORE, Task
 from ui import heads_runs as R
+from ui import offscreen
 from ui.figures import cached
 from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
 from ui.page import computed, pick_index, rows_table, try_this
@@ -723,3 +724,11 @@ def draw(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
     with views[VIEW_ORTH]:
         if views[VIEW_ORTH].open:
             orthogonal_panel(sel, kind, layer, head)
+
+
+@st.fragment  # kind, layer, head and the tabs feed only what is below them: a click redraws that, not the sidebar
+def body(sel: Selection) -> None:
+    """The controls above the tabs, then the open tab."""
+    with offscreen.section_group("heads"):
+        kind, layer, head = controls(sel)
+        draw(sel, kind, layer, head)

@@ -61,9 +61,10 @@ SECTIONS = [
 
 # Controls that change what later sections draw: they must rerun the whole page.
 WHOLE_PAGE = [
-    ("pages/attention.py", "attention.layer", {}),
-    ("pages/masks.py", "masks.all.preset", {}),  # the mask feeds sections 2 to 6
-    ("pages/cost.py", "cost.d", {}),
+    ("pages/masks.py", "masks.all.preset", {}),  # the mask feeds sections 2 to 6 (a body fragment gained nothing)
+    ("pages/cost.py", "cost.d", {}),  # d feeds every section (likewise)
+    ("pages/train.py", "train.n_layers", {}),  # the settings feed the run, which the sidebar's models list
+    ("pages/attention.py", "glassbox.model", {}),
     ("pages/retrieval.py", "glassbox.model", {}),  # the sidebar: the device of panels 3 and 4
     ("pages/generation.py", "glassbox.model", ENCDEC),  # the sidebar's model and input feed every panel
 ]
@@ -93,6 +94,10 @@ GROUPS = [
           ("depth.chart", "depth.twins", "depth.paths")),
     Group("pages/depth.py", "depth.layers", 24, ("L", "24"), ("depth.chart", "depth.zoom"), "depth.mixing",
           ("depth.norms", "depth.twins", "depth.paths")),
+    # Controls that feed every section below the title: the page's body is one fragment (not the sidebar)
+    Group("pages/attention.py", "attention.layer", 1, ("layer", "1"), ("attention.fig_grid",), "attention.fig_grid", ()),
+    Group("pages/heads.py", "heads.layer", 1, ("layer", "1"), ("heads.fig_angles", "heads.fig_gram"), "heads.fig_budget",
+          ()),
 ]
 
 
@@ -134,7 +139,7 @@ def test_a_control_that_feeds_a_group_of_sections_redraws_that_group_only(g: Gro
     for key in g.changed:
         assert chart(at, key) != before[key], f"{key} did not follow {g.widget}"
     assert not drawn & set(g.outside), "charts outside the group were drawn again"
-    assert not at.title
+    assert not at.title and not at.sidebar.children, "the title and the sidebar are outside every group"
     name, text = g.url
     assert at.query_params[name] == text
     linked = page_at(g.page, dict(at.query_params))
