@@ -490,10 +490,10 @@ def leakage_panel(sel: Selection) -> None:
     st.markdown("**The fix:** the encoder reads only the input; the target enters only through the decoder, "
                 "shifted right and causally masked. Hide the answer from the leaky encoder (replace it by `<pad>`) "
                 "and see what it really learned:")
-    acc = pd.DataFrame(list(R.leakage_accuracy(sel.device)))
-    st.dataframe(acc, hide_index=True, column_config={"accuracy": st.column_config.ProgressColumn(
+    acc = list(R.leakage_accuracy(sel.device))
+    st.dataframe(rows_table(acc), hide_index=True, column_config={"accuracy": st.column_config.ProgressColumn(
         "accuracy", min_value=0.0, max_value=1.0, format="percent")})
-    csv_download(acc, "leakage-accuracy.csv", "generation.acc_csv")
+    csv_download(lambda: pd.DataFrame(acc), "leakage-accuracy.csv", "generation.acc_csv")
     try_this(
         "Read the leaky map above the dotted line: step t already depends on the target token at t + 1, the one "
         "it is about to predict. The proper map is exactly 0 there (hover: 0).",

@@ -468,10 +468,10 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
                            format_func=thousands)
     k = c2.slider("blocked keys k", 1, 64, 7, key=LEAK_K_KEY)
     eps = c3.select_slider("tolerance ε", list(TOLERANCES), value=1e-7, key=EPS_KEY, format_func=general)
-    frame = pd.DataFrame(R.leak_table(float(gap), k, eps))
-    frame["stored as"] = frame["stored as"].map(general)
-    frame["leaked mass"] = frame["leaked mass"].map(lambda v: "NaN" if np.isnan(v) else f"{v:.3g}")
-    st.dataframe(frame, hide_index=True, width="stretch")
+    rows = [{**row, "stored as": general(row["stored as"]),  # the same columns, in order, as text
+             "leaked mass": "NaN" if np.isnan(row["leaked mass"]) else f"{row['leaked mass']:.3g}"}
+            for row in R.leak_table(float(gap), k, eps)]
+    st.dataframe(rows_table(rows), hide_index=True, width="stretch")
     st.caption(f"Smallest |C| that keeps this row within ε: {A.min_constant(gap, k, eps):,.1f}. float16 holds "
                "numbers only up to 65,504, so −1e9 is stored as −∞ there, and a gap beyond 65,504 overflows "
                "by itself (NaN in the table; the float16 lines stop there).")
@@ -637,8 +637,8 @@ def cost_panel(d: Optional[Drawn]) -> None:
     where = "measured when the app was built" if shipped else "measured on this server"
     st.plotly_chart(R.timing_figure(rows, title=f"{where} (4 heads of 16, b = {b}, one CPU thread)"),
                     key="masks.timing")
-    frame = pd.DataFrame(rows)[["n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n"]]
-    number_table(frame, {"dense ms": "%.2f", "block-sparse ms": "%.2f", "measured ratio": "%.3f",
+    shown = ("n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n")
+    number_table([{name: row[name] for name in shown} for row in rows], {"dense ms": "%.2f", "block-sparse ms": "%.2f", "measured ratio": "%.3f",
                          "predicted ratio b/n": "%.3f"}, width="stretch")
     st.caption((f"A cached measurement, {shipped}, shown to every student at b = 32" if shipped else
                 "A cached measurement: timed once per server for each b and shown to every student") +
