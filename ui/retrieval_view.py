@@ -15,6 +15,7 @@ and β (2); layer and head (3); the scaled position, α and the model shown (4);
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -68,9 +69,11 @@ def csv_button(frame, name: str, key: str) -> None:
     csv_download(frame, f"{name}.csv", key)
 
 
-def edited_table(label: str, frame: pd.DataFrame, key: str, columns: dict, open_key: str) -> pd.DataFrame:
-    """`frame` as the student edited it (cells changed, rows added or deleted; the caller checks the
-    result) in a table inside a closed expander. The table is built only while the expander is open
+def edited_table(label: str, build: Callable[[], pd.DataFrame], key: str, columns: dict,
+                 open_key: str) -> Optional[pd.DataFrame]:
+    """The table `build()` makes, as the student edited it (cells changed, rows added or deleted; the
+    caller checks the result) in a table inside a closed expander; None while it is closed and was never
+    edited (the preset as it is: no frame is built on every click). The table is built only while the expander is open
     (ui.page.lazy_expander), so a closed one costs no editor on every click of its panel. The last
     edits are kept in the session: closing the expander keeps them, and opening it again starts a
     fresh editor on the edited table (Streamlit drops a widget's own state in a run that does not
@@ -79,11 +82,12 @@ def edited_table(label: str, frame: pd.DataFrame, key: str, columns: dict, open_
     box = lazy_expander(label, open_key)
     if box is None:
         st.session_state.pop(drawn, None)
-        return st.session_state.get(kept, frame)
+        return st.session_state.get(kept)
     editor = st.session_state.get(drawn)  # (table key, editor key, the table it started from)
     if editor is None or editor[0] != key:  # just opened, or another preset: a new editor on the last edits
         count = st.session_state[f"{open_key}.count"] = st.session_state.get(f"{open_key}.count", 0) + 1
-        editor = st.session_state[drawn] = (key, f"{key}.{count}", st.session_state.get(kept, frame))
+        start = st.session_state[kept] if kept in st.session_state else build()
+        editor = st.session_state[drawn] = (key, f"{key}.{count}", start)
     _, editor_key, start = editor
     config = {name: st.column_config.NumberColumn(name, help=text, format="%.3f") for name, text in columns.items()}
     with box:
@@ -103,9 +107,11 @@ def points_table() -> tuple[np.ndarray, np.ndarray]:
     preset = URL.points.widget(st.segmented_control, "Points", required=True,
                                help="A preset fills the table; edit any cell, add or delete rows (up to 64).")
     x0, y0 = A.preset_points(preset)
-    frame = edited_table("Edit the points (x in [0, 1])", pd.DataFrame({"x": x0, "y": y0}),
+    frame = edited_table("Edit the points (x in [0, 1])", lambda: pd.DataFrame({"x": x0, "y": y0}),
                          f"retrieval.points_table.{preset}", {"x": "position in [0, 1]", "y": "the value stored there"},
                          "retrieval.points_open")
+    if frame is None:
+        return A.check_points(x0, y0)
     try:
         return A.check_points(frame["x"].to_numpy(), frame["y"].to_numpy())
     except (ValueError, KeyError) as exc:
@@ -186,10 +192,13 @@ def database_table() -> tuple[np.ndarray, np.ndarray]:
     preset = URL.table.widget(st.segmented_control, "Database", required=True,
                               format_func=lambda name: A.PRESET_TABLES[name])
     keys0, values0 = A.preset_table(preset)
-    frame = pd.DataFrame({"key x": keys0[:, 0], "key y": keys0[:, 1], "value": values0})
-    frame = edited_table("Edit the keys and values", frame, f"retrieval.db_table.{preset}",
+    frame = edited_table("Edit the keys and values",
+                         lambda: pd.DataFrame({"key x": keys0[:, 0], "key y": keys0[:, 1], "value": values0}),
+                         f"retrieval.db_table.{preset}",
                          {"key x": "first coordinate", "key y": "second coordinate", "value": "what it returns"},
                          "retrieval.db_open")
+    if frame is None:
+        return A.check_table(keys0, values0)
     try:
         return A.check_table(frame[["key x", "key y"]].to_numpy(), frame["value"].to_numpy())
     except (ValueError, KeyError) as exc:
