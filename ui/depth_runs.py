@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from core.analysis import depth as A
+from core.analysis import depth_tables as T
 from core.figures import depth as F
 from core.hyper import HyperConfig, HyperTransformer
 from core.tasks import get_task
@@ -55,6 +56,29 @@ def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int
     return freeze(measure_process.measure(A.depth_profile, variant, n_layers, gain, seed, streams, noise))
 
 
+# What the experiment's table, summary and ρ default read from the stacks: kept per setting, since ρ and the
+# Sinkhorn sublayer redraw them on every click. `runs` is one `experiment` argument tuple per stack, in order.
+
+
+@memo(maxsize=64)
+def stack_table(runs: tuple[tuple, ...]) -> list[dict]:
+    """The table of the random stacks `runs` (ui.depth_view's experiment), one row per stack."""
+    return T.stack_rows({args[0]: experiment(*args) for args in runs})
+
+
+@memo(maxsize=256)
+def stack_summary(runs: tuple[tuple, ...], rho: float) -> T.StackSummary:
+    """The numbers the text under the table quotes, against the lower bound for `rho`."""
+    profiles = {args[0]: experiment(*args) for args in runs}
+    return T.stack_summary(profiles, A.bounds(rho, runs[0][1])[0])
+
+
+@memo(maxsize=64)
+def per_layer_factor(args: tuple) -> float | None:
+    """The fitted per-layer gradient factor of one stack (the plain stack's is ρ's default)."""
+    return A.per_layer_factor(experiment(*args).resid_grad)
+
+
 @memo(maxsize=32)
 def mixing_example(n_layers: int, gain: float, seed: int, streams: int, noise: float) -> np.ndarray:
     """The Sinkhorn stack's mixing matrices `[2L n n]` (the same stack the chart measured)."""
@@ -63,6 +87,12 @@ def mixing_example(n_layers: int, gain: float, seed: int, streams: int, noise: f
                       vocab_size=A.EXPERIMENT_VOCAB, max_len=A.EXPERIMENT_TOKENS)
     with A.one_thread():  # the build draws from its own seeded generator, not torch's global one
         return freeze(HyperTransformer(cfg, seed=seed).double().mixing_matrices().numpy())
+
+
+@memo(maxsize=256)
+def mixing_checks(n_layers: int, gain: float, seed: int, streams: int, noise: float, sublayer: int) -> dict:
+    """The doubly-stochastic checks of one sublayer's mixing matrix (and of their product)."""
+    return freeze(T.mixing_checks(mixing_example(n_layers, gain, seed, streams, noise), sublayer))
 
 
 def twin_ids() -> tuple[str, str] | None:

@@ -489,11 +489,12 @@ def experiment_panel() -> Experiment:
 @st.fragment  # local: ρ and its button redraw only the bounds, the charts and the tables of this experiment
 def bounds_section(e: Experiment) -> None:
     """The seed's bounds for the chosen ρ over the experiment's curves, the table per stack and its summary."""
-    rho = rho_control(A.per_layer_factor(e.profiles["no residual"].resid_grad))
+    runs = tuple(e.run_args(v) for v in e.profiles)  # every stack, in the table's order
+    rho = rho_control(R.per_layer_factor(e.run_args("no residual")))
     lower, upper = A.bounds(rho, e.n_layers)
     depth_charts(e, rho, lower, upper)
-    st.dataframe(rows_table(T.stack_rows(e.profiles)), hide_index=True, width="stretch")
-    stacks_summary(e, T.stack_summary(e.profiles, lower))
+    st.dataframe(rows_table(R.stack_table(runs)), hide_index=True, width="stretch")
+    stacks_summary(e, R.stack_summary(runs, rho))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,7 +541,8 @@ def hyper_panel(e: Experiment) -> None:
                                         f"({'attention' if sublayer % 2 == 0 else 'MLP'} of block {sublayer // 2})"),
                         key="depth.mixing", width="stretch")
     with right:
-        st.markdown(mixing_table(T.mixing_checks(mats, sublayer)))
+        st.markdown(mixing_table(R.mixing_checks(e.n_layers, float(e.gain), e.seed, e.streams, float(e.noise),
+                                                 sublayer)))
         st.caption("The product of doubly-stochastic matrices is doubly stochastic again: however deep the stack, "
                    "the mixing path neither grows nor shrinks the streams' average.")
     try_this(
