@@ -9,9 +9,9 @@ core.analysis.masks, the cached runs and figures from ui.masks_runs.
 What a click reruns: the mask editor (section 1) feeds every section below it, so its controls rerun
 the whole page. The layer and head pickers (section 2) feed sections 2 to 4 and nothing else: those
 three are one fragment (`model_sections`), so a pick redraws them and not the editor or sections 5
-and 6. Inside it, the leak controls, the
-receptive field's query token, the cost section's block size and button and the legality length
-change only their own figures: those parts are fragments (`@st.fragment`).
+and 6. The leak controls and the receptive field's query token (inside that fragment), the cost
+section's block size and button and the legality length change only their own figures: those parts
+are fragments of their own (`@st.fragment`).
 """
 
 from __future__ import annotations
