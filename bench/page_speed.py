@@ -46,7 +46,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core.checkpoints import read_manifest  # noqa: E402
 from core.figures.heatmaps import attention_heatmap  # noqa: E402
-from tests.app.fragments import fragment_id, scoped_to, widget  # noqa: E402
+from tests.app.fragments import fragment_id, graft, scoped_to, widget  # noqa: E402
 from ui.nav import PAGES, sections  # noqa: E402
 
 TIMEOUT = 120
@@ -174,7 +174,8 @@ PAGE_WIDE = None  # a control that reruns the page or its body ([page], [body]):
 @dataclass(frozen=True)
 class Section:
     """One control of a section: the page (and URL) it is on, its session key, two values a click
-    moves between, and the keys of the plotly charts the section draws (PAGE_WIDE: all of them)."""
+    moves between, and the keys of the plotly charts a click on it redraws (PAGE_WIDE: every chart its rerun
+    draws). The bench checks the list against what a click draws, and the floor draws exactly those charts."""
 
     page: str
     name: str
@@ -193,30 +194,29 @@ SECTIONS = [
             ("attention.fig_head", "attention.fig_lines", "attention.fig_bars"), (("view", "head"),)),
     Section("attention", "Why divide by sqrt(d_k): d_k", "attention.dk", (64, 16),
             ("attention.fig_scale_hist", "attention.fig_scale_max", "attention.fig_scale_entropy",
-             "attention.fig_scale_jacobian", "attention.fig_scale_model"), (("view", "scale"),)),
+             "attention.fig_scale_jacobian"), (("view", "scale"),)),
     Section("attention", "Compare: head of B", "attention.head2", (0, 1),
             ("attention.fig_cmp_a", "attention.fig_cmp_b", "attention.fig_cmp_diff"), (("view", "compare"),)),
     Section("positions", "Encodings: n [sections 1-4]", "positions.n", (64, 32),
-            ("positions.fig_table", "positions.fig_learned", "positions.fig_wavelengths", "positions.fig_gram",
-             "positions.fig_profile", "positions.fig_mk", "positions.fig_rope_plane", "positions.fig_rope_grid",
-             "positions.fig_decay", "positions.fig_neigh")),
+            ("positions.fig_table", "positions.fig_wavelengths", "positions.fig_gram", "positions.fig_profile",
+             "positions.fig_mk")),
     Section("positions", "Shift map: k", "positions.k", (3, 7), ("positions.fig_mk",)),
     Section("positions", "Neighbours: window", "positions.window", (6, 4), ("positions.fig_neigh",)),
     Section("positions", "RoPE decay: base", "positions.decay_base", (10000, 1000), ("positions.fig_decay",)),
     Section("heads", "Layer [body]", "heads.layer", (0, 1), PAGE_WIDE),
     Section("heads", "Subspaces: matrix", "heads.which", ("W_V", "W_Q"),
-            ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank", "heads.fig_budget")),
+            ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank")),
     Section("masks", "Draw: preset [page]", "masks.all.preset", ("causal", "full"), PAGE_WIDE),
     Section("masks", "Effect: layer [sections 2-4]", "masks.layer", (0, 1),
-            ("masks.pattern_own", "masks.pattern_yours", "masks.right", "masks.wrong", "masks.row_sums", "masks.leak",
-             "masks.arcs", "masks.laplacian", "masks.spectrum", "masks.reach", "masks.field", "masks.influence")),
+            ("masks.pattern_own", "masks.pattern_yours", "masks.right", "masks.wrong", "masks.row_sums",
+             "masks.arcs", "masks.laplacian", "masks.spectrum")),
     Section("masks", "Leak: blocked keys k", "masks.k", (7, 3), ("masks.leak",)),
-    Section("masks", "Receptive field: token", "masks.token", (2, 3), ("masks.reach", "masks.field")),
+    Section("masks", "Receptive field: token", "masks.token", (2, 3), ("masks.field",)),
     Section("masks", "Cost: block b", "masks.cost_b", (32, 16), ("masks.pairs", "masks.timing")),
     Section("masks", "Legality: digits", "masks.legality_len", (8, 6),
             ("masks.legality_encoder", "masks.legality_decoder")),
     Section("depth", "Focus: position [sections 1-2]", "depth.pos", (0, 1),
-            ("depth.norms", "depth.contrib", "depth.lens", "depth.grads", "depth.saliency")),
+            ("depth.contrib", "depth.grads", "depth.saliency")),
     Section("depth", "Experiment: layers L [sections 3-4]", "depth.layers", (48, 24),
             ("depth.chart", "depth.zoom", "depth.mixing")),
     Section("depth", "Bounds: rho", "depth.rho", (0.1, 0.3), ("depth.chart", "depth.zoom")),
@@ -234,7 +234,7 @@ SECTIONS = [
             ("retrieval.eq_arrows", "retrieval.eq_weights")),
     Section("generation", "Anatomy: hook", "generation.hook",
             ("decoder.blocks.0.cross_attn.hook_pattern", "encoder.blocks.1.attn.hook_k"),
-            ("generation.diagram", "generation.tensor", "generation.heads"), ENCDEC),
+            ("generation.diagram", "generation.tensor"), ENCDEC),
     Section("generation", "Shapes: L_e", "generation.le", (4, 3), ("generation.shapes",), ENCDEC),
     Section("generation", "Decoding: step t", "generation.t", (0, 2),
             ("generation.rows", "generation.cache", "generation.query", "generation.counters", "generation.time"),
@@ -262,6 +262,11 @@ for i, fig in enumerate(figures()):
 """
 
 
+def chart_keys(at: AppTest) -> list[str]:
+    """The keys of the plotly charts the last run drew, in order (a fragment's run: its charts only)."""
+    return [element.proto.id.rsplit("-", 1)[-1] for element in at.get("plotly_chart")]
+
+
 def chart_specs(at: AppTest, keys: Optional[tuple]) -> list[str]:
     """The plotly specs the run drew, in order: those with these chart keys, or every one."""
     specs = []
@@ -286,27 +291,34 @@ def page_path(url_path: str) -> str:
     return next(info.path for info in PAGES if (info.url_path or "home") == url_path)
 
 
-def click_times(at: AppTest, s: Section, repeats: int) -> tuple[list[float], list[float], bool]:
+def click_times(at: AppTest, s: Section, repeats: int, page) -> tuple[list[float], list[float], bool]:
     """Wall and script seconds of `repeats` clicks on the section's control (moving between its two
-    values); whether they reran its fragment only."""
+    values); whether they reran fragments only (its own, or those it reruns by key), not the page."""
+    at._tree = page  # the page as the browser shows it: the last full run's tree (see tests.app.fragments.click)
     fragment = fragment_id(at, s.key)
     walls, scripts = [], []
     for i in range(repeats + 2):  # two warm clicks: both values computed and cached
+        # As tests.app.fragments.click, with the fragment looked up and the widget states of the page (which the
+        # browser sends with every click; AppTest builds them by walking its tree) made before the clock starts.
+        at._tree = page
+        widget(at, s.key).set_value(s.values[i % 2])
+        states = page.get_widget_states()
         with ScriptClock() as clock:
             t = time.perf_counter()
-            control = widget(at, s.key).set_value(s.values[i % 2])
             if fragment is None:
-                control.run()
+                at._run(states)
             else:
                 with scoped_to(fragment):
-                    control.run()
+                    at._run(states)
             wall = time.perf_counter() - t
+        graft(page, at._tree)  # the redrawn controls replace theirs, as in the browser (outside the clock)
         if at.exception:
             raise RuntimeError(f"exception in {s.page} / {s.name}: {[e.value for e in at.exception]}")
         if i >= 2:
             walls.append(wall)
             scripts.append(clock.total)
-    return walls, scripts, fragment is not None
+    return walls, scripts, fragment is not None or not at.title  # a control outside every fragment may rerun
+    # only the fragments that read it (ui.params.rerun_only): then the title is not drawn again either
 
 
 def floor_times(at: AppTest, repeats: int) -> tuple[list[float], list[float]]:
@@ -314,15 +326,16 @@ def floor_times(at: AppTest, repeats: int) -> tuple[list[float], list[float]]:
     at.run()
     walls, scripts = [], []
     for _ in range(repeats):
+        states = at._tree.get_widget_states()  # outside the clock, as for a click
         with ScriptClock() as clock:
             t = time.perf_counter()
-            at.run()
+            at._run(states)
             walls.append(time.perf_counter() - t)
         scripts.append(clock.total)
     return walls, scripts
 
 
-def section_table(repeats: int, wanted: set[str]) -> None:
+def section_table(repeats: int, wanted: set[str], check_charts: bool = True) -> None:
     """Time a click in each section and its floor, alternating the two (so load touches both alike);
     print one row per section."""
     rows = []
@@ -333,10 +346,16 @@ def section_table(repeats: int, wanted: set[str]) -> None:
         at.run()
         if at.exception:
             raise RuntimeError(f"exception in {s.page}: {[e.value for e in at.exception]}")
-        floor = figures_floor(chart_specs(at, s.charts))
+        page = at._tree
+        click_times(at, s, 1, page)  # the element tree now holds what a click redraws: the floor draws those charts
+        drawn = chart_keys(at)
+        if s.charts is not None and set(drawn) != set(s.charts) and check_charts:
+            raise RuntimeError(f"{s.page} / {s.name}: a click redraws the charts {drawn}, the bench lists "
+                               f"{list(s.charts)}")
+        floor = figures_floor(chart_specs(at, None))
         page_walls, page_scripts, floor_walls, floor_scripts, local = [], [], [], [], False
         for _ in range(3):  # in turns, a third of the repeats each
-            w, sc, local = click_times(at, s, max(1, repeats // 3))
+            w, sc, local = click_times(at, s, max(1, repeats // 3), page)
             page_walls += w
             page_scripts += sc
             fw, fs = floor_times(floor, max(1, repeats // 3))
@@ -346,8 +365,8 @@ def section_table(repeats: int, wanted: set[str]) -> None:
                      *(statistics.median(v) * 1000 for v in (page_walls, page_scripts, floor_walls, floor_scripts))))
     print(f"\nA click in each section: AppTest, median of {3 * max(1, repeats // 3)} clicks (ms), against a bare "
           f"page drawing the same figures (floor), in turns in this one run.\nreruns: 'section' = only the "
-          f"control's st.fragment reran; 'page' = the whole page reran (its floor draws every figure of the "
-          f"page). wall = at.run(), script = time inside the script.\n")
+          f"control's st.fragment reran, or only the fragments it reruns by key; 'page' = the whole page reran. "
+          f"The floor draws the charts the click drew. wall = at.run(), script = time inside the script.\n")
     print(f"{'page':10s} {'section: control':42s} {'reruns':>7s} {'figs':>4s} {'wall':>7s} {'floor':>7s} "
           f"{'ratio':>6s} {'script':>7s} {'floor':>7s} {'ratio':>6s}")
     for s, local, figs, wall, script, f_wall, f_script in rows:
@@ -365,6 +384,9 @@ def main(argv=None) -> int:
                              "128 tokens, and 'head' too when listed)")
     parser.add_argument("--what", default="pages,sections",
                         help="pages: whole-page reruns against a heatmap floor; sections: a click in each section")
+    parser.add_argument("--any-charts", action="store_true",
+                        help="sections: do not check the charts a click draws against each section's list (to run "
+                             "this bench on an older checkout, whose clicks drew other charts)")
     args = parser.parse_args(argv)
     # As in the app: app.py sets one torch thread on every run, and so the process's count. A page run
     # alone here skips app.py, and each AppTest run is a new thread whose first parallel torch op would
@@ -379,7 +401,7 @@ def main(argv=None) -> int:
     what = set(args.what.split(","))
     if "sections" in what:
         try:
-            section_table(args.repeats, wanted)
+            section_table(args.repeats, wanted, not args.any_charts)
         finally:
             for folder in _FOLDERS:
                 shutil.rmtree(folder, ignore_errors=True)

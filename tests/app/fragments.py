@@ -56,3 +56,49 @@ def click_in_fragment(at: AppTest, key: str, value=None) -> AppTest:
     with scoped_to(fragment):
         (element.click() if value is None else element.set_value(value)).run()
     return at
+
+
+def click(at: AppTest, key: str, value=None, page=None) -> AppTest:
+    """Change widget `key` to `value` (a button: click it) as a browser does, and run what Streamlit runs for
+    it: its fragment when it is drawn inside one, else the page, whose callbacks may narrow that to the
+    fragments the control reruns by key (ui.params.rerun_only).
+
+    `page` is the element tree of the page as the browser shows it (`at._tree` after a full run): a rerun of
+    fragments leaves only their elements in AppTest's tree, while the browser keeps every control of the page
+    and sends all their values. Given, the change is made on that tree, so a control outside the fragments
+    that reran can be changed again."""
+    if page is not None:
+        at._tree = page
+    fragment = fragment_id(at, key)
+    element = widget(at, key)
+    action = element.click() if value is None else element.set_value(value)
+    if fragment is None:
+        action.run()
+    else:
+        with scoped_to(fragment):
+            action.run()
+    if page is not None:
+        graft(page, at._tree)
+    return at
+
+
+def graft(page, rerun) -> None:
+    """Put what `rerun` (AppTest's tree after a run of some fragments) drew in place of what `page` (the full
+    page) shows at the same positions, as the browser does with the deltas of a fragment's rerun: a redrawn
+    control may have new options, labels or even a new id (a slider whose range changed), and the next run
+    must send its state as the browser shows it."""
+    def adopt(node) -> None:  # a node moved into `page` runs with the page's widget states
+        node.root = page
+        for child in getattr(node, "children", {}).values():
+            adopt(child)
+
+    def merge(into, block) -> None:
+        for index, child in block.children.items():
+            here = into.children.get(index)
+            if here is not None and hasattr(here, "children") and hasattr(child, "children"):
+                merge(here, child)  # a container: the rerun may have redrawn only part of it
+            else:
+                adopt(child)
+                into.children[index] = child
+
+    merge(page, rerun)
