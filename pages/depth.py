@@ -25,7 +25,7 @@ header(
     r"x_{l+1} = x_l + F_l\big(\mathrm{LN}(x_l)\big) \qquad\Longrightarrow\qquad "
     r"\frac{\partial x_{l+1}}{\partial x_l} = I + \frac{\partial F_l}{\partial x_l}",
 )
-V.focus_sections(sel)  # a fragment: the stack, position and objective redraw sections 1-2 only
-V.experiment_sections()  # a fragment: the experiment's controls redraw sections 3-4 only
+V.focus_sections(sel)  # sections 1-2: the stack, position and objective rerun only the figures that read them
+V.experiment_sections()  # sections 3-4: the experiment's controls rerun only the figures that read them
 V.twins_panel(sel)
 V.paths_panel(sel)

@@ -22,6 +22,6 @@ header(
 )
 drawn = V.mask_panel(sel)  # the mask(s) drawn and the model's runs; None for an input too long to draw
 if drawn is not None:
-    V.model_sections(sel, drawn)  # a fragment: the layer and head pickers redraw sections 2-4 only
+    V.model_sections(sel, drawn)  # sections 2-4: the layer and head pickers rerun only the parts that read them
 V.cost_panel(drawn)
 V.legality_panel(sel.device)

@@ -24,7 +24,7 @@ header(
     "what breaks.",
     r"x_p = E[t_p] + PE_p \qquad\qquad \mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\ \text{ when no position enters}",
 )
-V.encoding_sections(sel)  # a fragment: the encodings' and RoPE's controls redraw sections 1-4 only
+V.encoding_sections(sel)  # sections 1-4: the encodings' and RoPE's controls rerun only the figures that read them
 V.order_panel(sel)
 V.swap_panel(sel)
 V.extrapolation_panel(sel)

@@ -4,11 +4,12 @@ temperature, compare and export. pages/attention.py calls them in reading order.
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every AppTest run, and this is most of the page's code.
 
-What a click reruns: the views One head, Step by step, Why divide by √d_k and Compare are
-fragments (`@st.fragment`), because their own controls (query row, toy numbers, d_k, head B,
-input B) change only their own figures. The kind, layer, head and temperature bar and the view
-buttons feed every view: they redraw everything below the title (`body`, one fragment), not the
-sidebar and the title.
+What a click reruns: the views One head, Step by step, Why divide by √d_k and Compare each hold a
+fragment (`@st.fragment`: `head_query`, `arithmetic_steps`, `scale_draws`, `compare_pair`), because
+their own controls (query row, toy numbers, d_k, head B, input B) change only their own figures; a
+view's heading and opening explanation sit outside its fragment, so a click does not redraw them.
+The kind, layer, head and temperature bar and the view buttons feed every view: they redraw
+everything below the title (`body`, one fragment), not the sidebar and the title.
 """
 
 from __future__ import annotations
@@ -131,16 +132,23 @@ def overview_panel(patterns: np.ndarray, q_tokens, k_tokens, layer: int, head: i
                     key="attention.fig_grid", config=PNG)
 
 
-@st.fragment  # local: the query slider redraws only this view
 def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind,
                temperature: float):
     """One head: heatmap, token-to-token lines, and the chosen query's weights as bars."""
-    t = "" if temperature == 1 else f", T = {temperature:g}"
     st.subheader(f"Layer {layer}, head {head} up close")
     st.markdown("Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
                 "on the right**; a thicker, darker line carries more weight (lines under 0.02 are left out). "
                 f"The chosen query's row is outlined in orange and its lines are drawn in orange. Hover over the "
                 f"heatmap to read a weight{_rounding_note(pattern.size)}.")
+    head_query(pattern, q_tokens, k_tokens, layer, head, kind, temperature)
+
+
+@st.fragment  # local: the query slider redraws only itself, the heatmap, the lines, the bars and the mask note
+def head_query(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind,
+               temperature: float):
+    """The query picker and everything it marks: the heatmap's outlined row, the orange lines and the bars.
+    A new query row changes only these, so the heading and the explanation above stay as drawn."""
+    t = "" if temperature == 1 else f", T = {temperature:g}"
     qpos = pick_query(q_tokens)
     left, right = st.columns([3, 2])
     with left:
@@ -329,12 +337,18 @@ def _open_view(view: str) -> None:
     st.session_state[URL.view.key] = view
 
 
-@st.fragment  # local: its radio, query slider and toy inputs redraw only this view
 def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
     """Step by step for one query: a real head, or the seeds' scalar example."""
     st.subheader("The arithmetic, step by step")
     st.latex(r"s_j = \frac{q\cdot k_j}{\sqrt{d_k}\,T},\quad \alpha_j = \operatorname{softmax}_j(s_j + M_j),"
              r"\quad z = \sum_j \alpha_j\, v_j")
+    arithmetic_steps(sel, kind, layer, head, qpos, q_tokens, k_tokens, temperature)
+
+
+@st.fragment  # local: its radio, query slider and toy inputs redraw only the radio and the steps below it
+def arithmetic_steps(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
+    """Which numbers to follow (this head or the scalar example) and their steps. The heading and the
+    general formula above do not depend on these controls, so a click leaves them as drawn."""
     labels = {STEPS_HEAD: f"This head: layer {layer}, head {head}, query {qpos}:{q_tokens[qpos]}",
               STEPS_TOY: "Worked example with single numbers (q = 2)"}
     mode = URL.steps.widget(st.radio, "Numbers from", format_func=labels.get, horizontal=True)
@@ -460,6 +474,14 @@ def scale_curves(d_k: int, n_keys: int, scaled: bool, seed: int) -> None:
               help=f"The same number at d_k = 1: {sw.jacobian[row, 0]:.3f}.")
 
 
+@st.fragment  # local: d_k, keys, scaling and seed redraw only these controls, the histogram and the curves
+def scale_draws() -> None:
+    """The random-vector part of the view: its controls, the histogram at one width and the curves over all."""
+    d_k, n_keys, scaled, seed = scale_controls()
+    scale_histogram(d_k, scaled, seed)
+    scale_curves(d_k, n_keys, scaled, seed)
+
+
 def scale_model_spread(sel: Selection, kind: A.AttentionKind) -> None:
     """The current model's own spread of raw q·k per layer and head, next to √d_head."""
     cfg = sel.model.cfg
@@ -482,7 +504,6 @@ def scale_model_spread(sel: Selection, kind: A.AttentionKind) -> None:
     st.caption(f"This model {how}. Hover a bar for the spread of the query and key entries themselves.{note}")
 
 
-@st.fragment  # local: d_k, keys, scaling and seed redraw only this view
 def scale_panel(sel: Selection, kind: A.AttentionKind) -> None:
     """Why divide by √d_k: random q·k grows with the width, and unscaled softmax saturates."""
     st.subheader("Why divide by √d_k")
@@ -501,9 +522,7 @@ def scale_panel(sel: Selection, kind: A.AttentionKind) -> None:
              r"\qquad \frac{\partial \alpha}{\partial s}=\operatorname{diag}(\alpha)-\alpha\alpha^{\top}")
     st.caption("This view draws random vectors, so the temperature slider above does not apply here; the "
                "model's spread at the bottom is measured at T = 1, before any scaling.")
-    d_k, n_keys, scaled, seed = scale_controls()
-    scale_histogram(d_k, scaled, seed)
-    scale_curves(d_k, n_keys, scaled, seed)
+    scale_draws()
     scale_model_spread(sel, kind)
     try_this("Move d_k from 1 to 1024 with 'divide by √d_k' off: the histogram widens and the measured spread "
              "tracks √d_k (about 32 at 1024). Switch it on: the histogram stays at spread 1 at every width.",
@@ -542,13 +561,19 @@ def seed_url(sel: Selection) -> None:
     URL.input2.seed(default=input_b_default(sel))
 
 
-@st.fragment  # local: the mode, head B and input B redraw only this view
 def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
     """Two heads, or one head on two inputs, side by side with their difference."""
     st.subheader("Compare")
     st.markdown("Put two patterns next to each other and subtract them. In the difference, **blue** cells are "
                 "where A gives more weight than B, **red** where B gives more, white where they agree. Each row "
                 "of A − B adds up to 0, because both rows add up to 1.")
+    compare_pair(sel, kind, layer, head, pat_all, q_tokens, k_tokens, temperature)
+
+
+@st.fragment  # local: the mode, head B and input B redraw only these controls, A, B, A − B and the summary
+def compare_pair(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
+    """The mode and B's controls, then A, B and their difference. The heading and the reading guide above
+    do not depend on them, so a click leaves those as drawn."""
     labels = {CMP_HEADS: "Two heads, same input", CMP_INPUTS: "Same head, two inputs"}
     mode = URL.cmp.widget(st.radio, "Compare", format_func=labels.get, horizontal=True,
                           label_visibility="collapsed")

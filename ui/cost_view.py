@@ -7,7 +7,8 @@ come from core.figures.cost.
 
 What a click reruns: d, heads, b and the longest n feed every section, and Measure again feeds the
 time and steps sections, so they rerun the whole page. The model-size picker of the last section
-changes only that section: it is a fragment (`@st.fragment`).
+changes only that section: the picker and what reads it are a fragment (`preset_counts`), and the
+section's header, explanation and formula are drawn on full runs only.
 """
 
 from __future__ import annotations
@@ -268,7 +269,6 @@ def memory_panel(s: A.Setting) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: the model size redraws only this section
 def presets_panel(s: A.Setting) -> None:
     """Section 4: the same counts at the original Transformer's and BERT-base's sizes."""
     st.header("4. At the size of real models")
@@ -280,6 +280,13 @@ def presets_panel(s: A.Setting) -> None:
     )
     st.latex(r"\text{FLOPs: } 4 n^2 d \text{ vs } 4 n d^2 \qquad "
              r"\text{kept for training: } 4\,\text{bytes} \times h\, n^2 \times \text{maps}")
+    preset_counts(s)
+
+
+@st.fragment  # local: the model size redraws only the picker, the counts, their chart, table and prompts
+def preset_counts(s: A.Setting) -> None:
+    """The model-size picker and everything that reads it: the size's numbers, the counted curves, the table,
+    its download and the prompts quoting its numbers (the explanation above is drawn once)."""
     name = URL.preset.widget(st.segmented_control, "model size", required=True,
                              format_func=lambda key: SIZE_PRESETS[key].short)
     p = SIZE_PRESETS[name]

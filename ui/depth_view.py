@@ -7,12 +7,15 @@ Kept in a module (not the page file) so it is compiled once per process. Every c
 may set is a URL parameter of the `URL` table below; cached work comes from ui.depth_runs, the
 numbers from core.analysis.depth and core.analysis.depth_tables.
 
-What a click reruns: the stack, position and objective at the top feed sections 1 and 2 and nothing
-else, so those sections are one fragment (`focus_sections`); the experiment's own controls (L, gain,
-seed, measure, stacks, streams, noise) feed its charts and the hyper-connections below and nothing
-else, so those are another (`experiment_sections`). Inside them, ρ (the bounds) and the Sinkhorn
-sublayer change only their own figures, and so do the long-range paths' n, H and τ: those parts are
-fragments of their own (`@st.fragment`).
+What a click reruns: the stack, position and objective at the top feed only figures of sections 1 and
+2, and the experiment's own controls (L, gain, seed, measure, stacks, streams, noise) only the bounds,
+charts and tables of section 3 and the Sinkhorn mixing of the hyper-connections. Those controls are
+drawn outside every fragment, and each figure (or run of elements) that reads one of them is a keyed
+fragment (`@st.fragment(key=...)`) that the control reruns by key (`reruns=`, ui.params.rerun_only),
+reading the control from the session: a change redraws those parts and nothing else. ρ (the bounds)
+and the Sinkhorn sublayer change only their own figures, and so do the long-range paths' n, H and τ:
+those parts are fragments of their own (`@st.fragment`), and the headers, text, formulas and "Try
+this" boxes around them are drawn outside them.
 """
 
 from __future__ import annotations
@@ -135,46 +138,69 @@ class Focus:
     scored: list[int]  # output positions with a right answer
 
 
-def controls(sel: Selection) -> Focus:
-    """The model's facts, then the stack, position and objective controls of sections 1 and 2."""
+# The fragments of sections 1 and 2 that read the focus controls, by what they read: a control reruns only
+# those (`rerun_only`), not the text, formulas and logit lens around them, which none of the three changes.
+FOCUS_NORMS, FOCUS_CONTRIB, FOCUS_GRADS, FOCUS_SALIENCY = (
+    "depth.focus.norms", "depth.focus.contrib", "depth.focus.grads", "depth.focus.saliency")
+READS_STACK = (FOCUS_NORMS, FOCUS_CONTRIB, FOCUS_GRADS, FOCUS_SALIENCY)
+READS_POSITION = (FOCUS_CONTRIB, FOCUS_GRADS, FOCUS_SALIENCY)
+READS_OBJECTIVE = (FOCUS_GRADS, FOCUS_SALIENCY)
+
+
+def controls(sel: Selection) -> None:
+    """The model's facts, then the stack, position and objective controls of sections 1 and 2. Each control
+    reruns only the fragments that read it (READS_*)."""
     cfg, encdec = sel.model.cfg, is_encdec(sel)
-    scored = A.scored_positions(sel.targets, len(sel.query_tokens))
     st.caption(f"Sidebar model: **{sel.model_id}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
                f"d_model {cfg.d_model} · LayerNorm **{cfg.norm}** · residual {'on' if cfg.residual else 'off'}.")
     cols = st.columns([1, 2, 2]) if encdec else [None] + st.columns(2)
     if encdec:
-        stack = URL.stack.widget(cols[0].radio, "Stack", help="Residual norms and gradients of this stack. "
-                                                              "The logit lens always reads the decoder.")
+        URL.stack.widget(cols[0].radio, "Stack", reruns=READS_STACK,
+                         help="Residual norms and gradients of this stack. The logit lens always reads the decoder.")
     else:
         URL.stack.clear()
-        stack = "decoder" if sel.arch == "decoder" else "encoder"
-    tokens = (sel.tokens if stack == "encoder" else sel.query_tokens) if encdec else sel.tokens
     labels = sel.query_tokens
-    position = URL.at.widget(cols[1].selectbox, "Position", hi=len(labels) - 1, default=default_position(sel),
-                             format_func=lambda i: f"{i}: {labels[i]}",
-                             help="Used by the contribution waterfall and by the one-logit gradient.")
-    kind = URL.obj.widget(cols[2].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get)
-    if not scored:
+    URL.at.widget(cols[1].selectbox, "Position", hi=len(labels) - 1, default=default_position(sel),
+                  format_func=lambda i: f"{i}: {labels[i]}", reruns=READS_POSITION,
+                  help="Used by the contribution waterfall and by the one-logit gradient.")
+    URL.obj.widget(cols[2].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get,
+                   reruns=READS_OBJECTIVE)
+    if not A.scored_positions(sel.targets, len(sel.query_tokens)):
         st.info("This input has no position with a right answer, so there is no loss: gradients are of the "
                 "model's own top logit at the chosen position.")
+
+
+def focus(sel: Selection) -> Focus:
+    """The focus the controls hold now, read from the session: a fragment that a control reruns sees the new
+    value (its arguments are those of the page's last full run, where `controls` drew and checked them)."""
+    encdec = is_encdec(sel)
+    if encdec:
+        stack = URL.stack.now()
+    else:
+        stack = "decoder" if sel.arch == "decoder" else "encoder"
+    tokens = (sel.tokens if stack == "encoder" else sel.query_tokens) if encdec else sel.tokens
+    position = int(URL.at.now(default_position(sel)))
+    kind = URL.obj.now(objectives(sel)[0])
+    scored = A.scored_positions(sel.targets, len(sel.query_tokens))
     return Focus(stack, f"{stack}." if encdec else "", "decoder." if encdec else "", tokens, position, kind, scored)
 
 
-@st.fragment  # the stack, position and objective feed sections 1-2 only: a change redraws them alone
 def focus_sections(sel: Selection) -> None:
-    """The focus controls, then sections 1 (forward) and 2 (backward), which read them."""
+    """The focus controls, then sections 1 (forward) and 2 (backward), whose figures read them: each figure that
+    does is a fragment the controls rerun by key, so a change redraws those figures and nothing else."""
     with offscreen.section_group("depth-focus"):
-        focus = controls(sel)
-        forward_panel(sel, focus)
-        backward_panel(sel, focus)
+        controls(sel)
+        forward_panel(sel)
+        backward_panel(sel)
 
 
-@st.fragment  # the experiment's controls feed its charts and section 4 only: a change redraws those alone
 def experiment_sections() -> None:
-    """Section 3 (the depth experiment) and section 4 (hyper-connections), which draws its stacks."""
+    """Section 3 (the depth experiment) and section 4 (hyper-connections), which draws its stacks. The
+    experiment's controls rerun only the fragments that read them (READS_BUILD, READS_VIEW): the bounds,
+    charts and tables of section 3 and the Sinkhorn mixing, not the text around them."""
     with offscreen.section_group("depth-experiment"):
-        stacks = experiment_panel()
-        hyper_panel(stacks)
+        experiment_panel()
+        hyper_panel()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +208,7 @@ def experiment_sections() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def stream_size_section(sel: Selection, f: Focus, stream: A.ForwardStream) -> None:
+def stream_size_section(sel: Selection) -> None:
     """The stream's length after every sublayer, per token."""
     cfg = sel.model.cfg
     st.subheader("How big the stream is after every sublayer")
@@ -193,18 +219,23 @@ def stream_size_section(sel: Selection, f: Focus, stream: A.ForwardStream) -> No
         "state after an addition is normalised again (and scaled by LayerNorm's learned gain), so those rows stay near "
         f"√d_model = {math.sqrt(cfg.d_model):.1f} instead of growing.")
     st.latex(r"\|x_l\|_2 = \Big(\sum_{i=1}^{d_\text{model}} x_{l,i}^2\Big)^{1/2}")
-    which = f.stack if is_encdec(sel) else cfg.arch
+    norms_chart(sel)
+
+
+@st.fragment(key=FOCUS_NORMS)  # the stack reruns it (rerun_only)
+def norms_chart(sel: Selection) -> None:
+    """‖x‖ per residual state and token of the chosen stack."""
+    f = focus(sel)
+    stream = R.forward_data(sel.cache_key, f.prefix)
+    which = f.stack if is_encdec(sel) else sel.model.cfg.arch
     st.plotly_chart(R.stage_figure(stream.norms, stream.labels, f.tokens, colorbar="‖x‖", value_name="‖x‖",
                                    title=f"‖x‖ per residual state and token ({which})"),
                     key="depth.norms", width="stretch")
 
 
-def contributions_section(f: Focus, stream: A.ForwardStream) -> None:
+def contributions_section(sel: Selection) -> None:
     """The waterfall of what each piece added to the final state at the chosen position."""
     st.subheader("What each sublayer writes")
-    pos_here = min(f.position, len(f.tokens) - 1)
-    lengths, along = A.contributions(stream, pos_here)
-    final_norm = float(np.linalg.norm(stream.resid[-1, pos_here]))
     st.markdown(
         "Because the stream is a sum, the last state at a position can be taken apart into the pieces that were "
         "added: the token embedding, the position, and every sublayer's output. The waterfall projects each "
@@ -213,6 +244,17 @@ def contributions_section(f: Focus, stream: A.ForwardStream) -> None:
         "(a = attention, c = cross-attention in an encoder-decoder's decoder, m = MLP.)")
     st.latex(r"x_L = e + p + \sum_{l}\big(a_l + [c_l] + m_l\big), \qquad "
              r"\|x_L\| = \sum_{c}\,\big\langle c,\ \hat{x}_L \big\rangle \quad (\hat{x}_L = x_L / \|x_L\|)")
+    contribution_chart(sel)
+
+
+@st.fragment(key=FOCUS_CONTRIB)  # the stack and the position rerun it (rerun_only)
+def contribution_chart(sel: Selection) -> None:
+    """The waterfall at the chosen position of the chosen stack (and why it does not add up, post-LN)."""
+    f = focus(sel)
+    stream = R.forward_data(sel.cache_key, f.prefix)
+    pos_here = min(f.position, len(f.tokens) - 1)
+    lengths, along = A.contributions(stream, pos_here)
+    final_norm = float(np.linalg.norm(stream.resid[-1, pos_here]))
     if not stream.is_sum:
         st.warning("This model is post-LN (or has no residual path): every addition is followed by a LayerNorm, so "
                    "the final state is **not** the plain sum of the pieces and the bars do not add up to its length. "
@@ -223,9 +265,11 @@ def contributions_section(f: Focus, stream: A.ForwardStream) -> None:
                     key="depth.contrib", width="stretch")
 
 
-def lens_section(sel: Selection, f: Focus) -> None:
-    """The logit lens: every state decoded as if the network ended there, and where the answer first appears."""
+def lens_section(sel: Selection) -> None:
+    """The logit lens: every state decoded as if the network ended there, and where the answer first appears.
+    It always reads the stack that predicts, at every position: none of the focus controls changes it."""
     st.subheader("The logit lens: what the stream would predict if it stopped here")
+    f = focus(sel)
     out_stream = R.forward_data(sel.cache_key, f.out_prefix)
     table = A.lens_table(R.lens_data(sel.cache_key, f.out_prefix), sel.targets)
     top_tokens = np.array(sel.task.vocab.decode(table.top.ravel().tolist()), dtype=object).reshape(table.top.shape)
@@ -248,13 +292,12 @@ def lens_section(sel: Selection, f: Focus) -> None:
                    + ", ".join(f"{label}: {c}" for label, c in counts) + ".")
 
 
-def forward_panel(sel: Selection, f: Focus) -> None:
+def forward_panel(sel: Selection) -> None:
     """Section 1: the stream's size, what each sublayer writes, and the logit lens."""
-    stream = R.forward_data(sel.cache_key, f.prefix)
     st.header("1. Forward: what the stream carries")
-    stream_size_section(sel, f, stream)
-    contributions_section(f, stream)
-    lens_section(sel, f)
+    stream_size_section(sel)
+    contributions_section(sel)
+    lens_section(sel)
     try_this(
         "Pick **sort-decoder** and then **sort-decoder-postln** in the sidebar: compare the rows of the first "
         "heatmap (growing vs normalised) and check that only the pre-LN waterfall adds up.",
@@ -279,12 +322,17 @@ def objective_text(sel: Selection, f: Focus) -> str:
     return f"the logit of the right answer at position {f.position} ({labels[f.position]})"
 
 
-def backward_panel(sel: Selection, f: Focus) -> None:
-    """Section 2: the gradient of the chosen number at every state of the stream, and input saliency."""
-    st.header("2. Backward: where the gradient lands")
+def backward_data(sel: Selection) -> tuple[Focus, Any, str]:
+    """(the focus, the gradient run of its stack, position and objective, that objective in words)."""
+    f = focus(sel)
     targets = tuple(sel.targets) if sel.targets is not None else None
-    back = R.backward_data(sel.cache_key, f.prefix, f.kind, f.position, targets)
-    what = objective_text(sel, f)
+    return f, R.backward_data(sel.cache_key, f.prefix, f.kind, f.position, targets), objective_text(sel, f)
+
+
+@st.fragment(key=FOCUS_GRADS)  # the stack, the position and the objective rerun it (rerun_only)
+def gradient_chart(sel: Selection) -> None:
+    """What the gradient is of, with its value, and its norm at every state of the stream."""
+    f, back, what = backward_data(sel)
     st.markdown(
         f"We take one number, here **{what}** (value {back.value:.3f}), and ask how fast it changes with every "
         "state of the stream: the gradient at every `hook_resid_*`, taken through the hooks with "
@@ -298,6 +346,21 @@ def backward_panel(sel: Selection, f: Focus) -> None:
                                    value_name="‖∂f/∂x‖",
                                    title="Gradient norm per residual state and token (log colour)"),
                     key="depth.grads", width="stretch")
+
+
+@st.fragment(key=FOCUS_SALIENCY)  # the stack, the position and the objective rerun it (rerun_only)
+def saliency_chart(sel: Selection) -> None:
+    """Gradient × embedding per input token, for the chosen number."""
+    f, back, what = backward_data(sel)
+    st.plotly_chart(R.saliency_figure(f.tokens, back.saliency,
+                                      title=f"Saliency of each input token for {what.split(',')[0]}"),
+                    key="depth.saliency", width="stretch")
+
+
+def backward_panel(sel: Selection) -> None:
+    """Section 2: the gradient of the chosen number at every state of the stream, and input saliency."""
+    st.header("2. Backward: where the gradient lands")
+    gradient_chart(sel)
     st.subheader("Which input tokens matter: gradient × embedding")
     st.markdown(
         "Multiply the gradient at each token's embedding by the embedding itself. To first order this is how much "
@@ -305,9 +368,7 @@ def backward_panel(sel: Selection, f: Focus) -> None:
         "the change from scaling every embedding at once. Blue pushes the number up, orange down.")
     st.latex(r"s_t = \Big\langle \frac{\partial f}{\partial e_t},\ e_t \Big\rangle, \qquad "
              r"\sum_t s_t = \frac{d}{d\alpha} f(\alpha e)\Big|_{\alpha=1}")
-    st.plotly_chart(R.saliency_figure(f.tokens, back.saliency,
-                                      title=f"Saliency of each input token for {what.split(',')[0]}"),
-                    key="depth.saliency", width="stretch")
+    saliency_chart(sel)
     try_this(
         "Switch **Gradient of** to one logit and move the position: which tokens light up for a sort output, "
         "and are they the digits that belong there?",
@@ -361,21 +422,41 @@ def experiment_intro() -> None:
              r"\|g_{L-k}\| \;\le\; \rho^k\,\|g_L\| \ \ \text{without}")
 
 
-def experiment_controls() -> Experiment:
-    """The stacks' settings (two rows of controls), then every stack built and differentiated."""
+# The fragments of sections 3 and 4 that read the experiment's controls, by what they read: a control reruns
+# only those (`rerun_only`), not the text, formulas and prompts around them, which none of the controls changes.
+EXPERIMENT_BOUNDS, EXPERIMENT_MIXING = "depth.experiment.bounds", "depth.experiment.mixing"
+READS_BUILD = (EXPERIMENT_BOUNDS, EXPERIMENT_MIXING)  # L, gain, seed, streams and noise build the stacks
+READS_VIEW = (EXPERIMENT_BOUNDS,)  # the measure and the stacks shown choose what the charts draw of them
+
+
+def experiment_controls() -> None:
+    """The stacks' settings (two rows of controls). Each control reruns only the fragments that read it
+    (READS_*), which build and differentiate the stacks (`experiment`)."""
     row1 = st.columns(4)
-    n_layers = URL.L.widget(row1[0].slider, "Layers L")
-    gain = URL.gain.widget(row1[1].select_slider, "Init gain",
-                           help="Weights ~ N(0, gain²/fan_in). Below about 1 the plain stack's gradient dies; "
-                                "above it, it explodes.")
-    seed = URL.iseed.widget(row1[2].slider, "Init seed")
-    measure = URL.measure.widget(row1[3].radio, "Measure", format_func=MEASURES.get)
+    URL.L.widget(row1[0].slider, "Layers L", reruns=READS_BUILD)
+    URL.gain.widget(row1[1].select_slider, "Init gain", reruns=READS_BUILD,
+                    help="Weights ~ N(0, gain²/fan_in). Below about 1 the plain stack's gradient dies; "
+                         "above it, it explodes.")
+    URL.iseed.widget(row1[2].slider, "Init seed", reruns=READS_BUILD)
+    URL.measure.widget(row1[3].radio, "Measure", format_func=MEASURES.get, reruns=READS_VIEW)
     row2 = st.columns([4, 1, 1])
-    variants = URL.show.widget(row2[0].multiselect, "Stacks")
-    streams = URL.streams.widget(row2[1].slider, "Hyper streams n")
-    noise = URL.noise.widget(row2[2].select_slider, "Mixing noise",
-                             help="How far the hyper-connections' initial mixing strays from identity.")
-    e = Experiment(n_layers, gain, seed, measure, variants, streams, noise, {})
+    URL.show.widget(row2[0].multiselect, "Stacks", reruns=READS_VIEW)
+    URL.streams.widget(row2[1].slider, "Hyper streams n", reruns=READS_BUILD)
+    URL.noise.widget(row2[2].select_slider, "Mixing noise", reruns=READS_BUILD,
+                     help="How far the hyper-connections' initial mixing strays from identity.")
+
+
+def experiment_settings() -> Experiment:
+    """The stacks' settings the controls hold now, read from the session (no profiles yet): a fragment that a
+    control reruns sees the new value (its arguments are those of the page's last full run, where
+    `experiment_controls` drew and checked them)."""
+    return Experiment(int(URL.L.now()), URL.gain.now(), int(URL.iseed.now()), URL.measure.now(),
+                      list(URL.show.now()), int(URL.streams.now()), URL.noise.now(), {})
+
+
+def experiment() -> Experiment:
+    """The stacks' settings the controls hold now, with every stack built and differentiated (memoised)."""
+    e = experiment_settings()
     return replace(e, profiles=stack_profiles(e))
 
 
@@ -477,18 +558,19 @@ def stacks_summary(e: Experiment, s: T.StackSummary) -> None:
 """)
 
 
-def experiment_panel() -> Experiment:
+def experiment_panel() -> None:
     """Section 3: random stacks of up to 48 layers, their gradient curves against the seed's bounds, a
     table per stack and what it says."""
     experiment_intro()
-    e = experiment_controls()
-    bounds_section(e)
-    return e
+    experiment_controls()
+    bounds_section()
 
 
-@st.fragment  # local: ρ and its button redraw only the bounds, the charts and the tables of this experiment
-def bounds_section(e: Experiment) -> None:
+# local: ρ and its button redraw only the bounds, the charts and the tables of this experiment
+@st.fragment(key=EXPERIMENT_BOUNDS)  # every control of the experiment reruns it too (rerun_only)
+def bounds_section() -> None:
     """The seed's bounds for the chosen ρ over the experiment's curves, the table per stack and its summary."""
+    e = experiment()
     runs = tuple(e.run_args(v) for v in e.profiles)  # every stack, in the table's order
     rho = rho_control(R.per_layer_factor(e.run_args("no residual")))
     lower, upper = A.bounds(rho, e.n_layers)
@@ -517,8 +599,7 @@ def mixing_table(checks: dict[str, Any]) -> str:
             f"| all {checks['count']} multiplied: columns | {sums_text(checks['product_column'])} |")
 
 
-@st.fragment  # local: the Sinkhorn sublayer redraws only this section
-def hyper_panel(e: Experiment) -> None:
+def hyper_panel() -> None:
     """Hyper-connections: one Sinkhorn mixing matrix, its doubly-stochastic checks, and section 3's prompts."""
     st.subheader("Hyper-connections: several residual streams, mixed doubly-stochastically")
     st.markdown(
@@ -532,6 +613,25 @@ def hyper_panel(e: Experiment) -> None:
              r"h^{\text{post}}_l \otimes F_l\big(\mathrm{LN}(h^{\text{pre}}_l \cdot x_l)\big)")
     st.latex(r"H^{\text{res}} = \operatorname{Sinkhorn}(e^{\Theta}):\quad H\mathbf{1} = \mathbf{1},\quad "
              r"\mathbf{1}^\top H = \mathbf{1}^\top \quad\Longrightarrow\quad \|H^{\text{res}}\|_2 = 1")
+    hyper_mixing()
+    try_this(
+        "Slide the gain from 0.5 to 1.5: the plain stack flips from vanishing to exploding, while pre-LN barely moves.",
+        "Press the ρ button, then read the floor: how far above (1 − ρ)^(L−l) are the residual stacks? The bound "
+        "is a worst case.",
+        "Slide ρ up to 0.5: the floor and the ceiling meet; past it the floor lies under the ceiling. Nothing broke: "
+        "a lower bound for one kind of stack and an upper bound for another need not be ordered.",
+        "Switch **Measure** to the weights: which stack gives its bottom block a usable gradient?",
+        "Raise the mixing noise to 1 and compare *hyper (free mixing)* with *hyper (Sinkhorn)*.",
+        "Halve the number of layers: how do the end points of the plain stack and of ρ^L move?",
+    )
+
+
+# local: the Sinkhorn sublayer redraws only its slider, the mixing matrix and the checks beside it
+@st.fragment(key=EXPERIMENT_MIXING)  # L, gain, seed, streams and noise rerun it too (rerun_only)
+def hyper_mixing() -> None:
+    """One sublayer's Sinkhorn mixing matrix and its doubly-stochastic checks; the text above and the prompts
+    below do not read the sublayer or the experiment's controls."""
+    e = experiment_settings()
     mats = R.mixing_example(e.n_layers, float(e.gain), e.seed, e.streams, float(e.noise))
     left, right = st.columns([2, 1])
     with left:
@@ -545,16 +645,6 @@ def hyper_panel(e: Experiment) -> None:
                                                  sublayer)))
         st.caption("The product of doubly-stochastic matrices is doubly stochastic again: however deep the stack, "
                    "the mixing path neither grows nor shrinks the streams' average.")
-    try_this(
-        "Slide the gain from 0.5 to 1.5: the plain stack flips from vanishing to exploding, while pre-LN barely moves.",
-        "Press the ρ button, then read the floor: how far above (1 − ρ)^(L−l) are the residual stacks? The bound "
-        "is a worst case.",
-        "Slide ρ up to 0.5: the floor and the ceiling meet; past it the floor lies under the ceiling. Nothing broke: "
-        "a lower bound for one kind of stack and an upper bound for another need not be ordered.",
-        "Switch **Measure** to the weights: which stack gives its bottom block a usable gradient?",
-        "Raise the mixing noise to 1 and compare *hyper (free mixing)* with *hyper (Sinkhorn)*.",
-        "Halve the number of layers: how do the end points of the plain stack and of ρ^L move?",
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,7 +708,8 @@ def hop_section() -> tuple[int, int, float]:
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("ln n / ln(H+1)", f"{A.hop_formula(n_path, heads):.2f}")
     m2.metric("spread heads", f"{A.strided_head_layers(n_path, heads)} layers")
-    m3.metric("random heads (mean)", f"{A.random_head_mean(n_path, heads):.2f} layers")
+    random_mean = R.path_curves(heads)["random"][R.PATH_NS.index(n_path)]  # simulated once per H (a memo)
+    m3.metric("random heads (mean)", f"{random_mean:.2f} layers")
     m4.metric("RNN", f"{A.rnn_path(n_path)} steps")
     return n_path, heads, tau
 
@@ -702,7 +793,6 @@ def model_graph_section(sel: Selection, tau: float, needed: Optional[int], field
                         key="depth.field", width="stretch")
 
 
-@st.fragment  # local: n, H and τ redraw only this section
 def paths_panel(sel: Selection) -> None:
     """Section 4: layers needed for the last token to hear the first, by formula, simulation and the model."""
     st.header("4. Long-range paths: how many layers until the last token hears the first?")
@@ -716,11 +806,7 @@ def paths_panel(sel: Selection) -> None:
         "heads (each looks at one earlier key drawn at random; mean of 16 draws), and the sidebar model's own "
         "attention thresholded into edges (with `core.masks.receptive_field`).")
     st.latex(r"(H+1)^L \ge n \iff L \ge \frac{\ln n}{\ln (H+1)} \qquad\text{vs.}\qquad L_\text{RNN} = n - 1")
-    n_path, heads, tau = hop_section()
-    needed, fields, model_layers = R.model_paths(sel.cache_key, "encoder." if is_encdec(sel) else "", float(tau))
-    paths_chart_section(sel, n_path, heads, tau, needed)
-    links_section(n_path, heads, tau)
-    model_graph_section(sel, tau, needed, fields, model_layers)
+    paths_measured(sel)
     try_this(
         "Double n several times at H = 1: the formula adds one layer per doubling, the RNN doubles.",
         "Raise H from 1 to 8 at n = 1024 and watch the layers fall like 1 / ln(H + 1).",
@@ -729,3 +815,14 @@ def paths_panel(sel: Selection) -> None:
         "Raise τ on the model until the star disappears: how sharp must attention be for the first token to get "
         "through?",
     )
+
+
+@st.fragment  # local: n, H and τ redraw only these controls, the counts, the charts and the model's graph
+def paths_measured(sel: Selection) -> None:
+    """The controls and everything that reads them: the layer counts, the hop chart, dense against sharp links
+    and the sidebar model's graph; the section's introduction and prompts do not."""
+    n_path, heads, tau = hop_section()
+    needed, fields, model_layers = R.model_paths(sel.cache_key, "encoder." if is_encdec(sel) else "", float(tau))
+    paths_chart_section(sel, n_path, heads, tau, needed)
+    links_section(n_path, heads, tau)
+    model_graph_section(sel, tau, needed, fields, model_layers)

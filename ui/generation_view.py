@@ -6,12 +6,17 @@ The numbers come from core.analysis.generation and core.analysis.leakage, the ca
 figures from ui.generation_runs.
 
 What a click reruns: the sidebar (model, input) feeds every panel and reruns the whole page. The
-five panels share nothing else, so each is a fragment (`@st.fragment`) and its controls redraw only
-that panel: the hook picker, a click on a diagram dot, and the identities' attention, layer and
-seed (1); L_e and L_d (2); the prompt, the number of steps, ◀ step / step ▶, the step slider, the
-cache's layer, the timing length and Measure again (3, whose timing chart follows the prompt); the
-example (4); the training seed and Train both decoders (5). The "Switch to reverse-encdec" buttons
-change the sidebar's model, so they rerun the whole page (`st.rerun(scope="app")`).
+five panels share nothing else, so each holds fragments (`@st.fragment`) and a control redraws only
+its own: the hook picker and a click on a diagram dot (1, `hook_explorer`), opening the table of
+every hook (1, `hook_table`), the identities' attention, layer and seed (1, `identity_checks`);
+L_e and L_d (2, `shapes_live`); the prompt, the number of steps, ◀ step / step ▶, the step slider,
+the cache's layer, the timing length and Measure again (3, `decoding_steps`, whose timing chart
+follows the prompt); the example (4, `leak_gradients`: the gradient maps, not the fix's table); the
+training seed and Train both decoders (5, `masked_training`). A panel's heading, explanation and
+equation sit outside its fragments, and so does its "Try this" except in panel 5 (shown only once the
+decoders are trained, which a click there decides), so a click does not redraw them. The "Switch to
+reverse-encdec" buttons (`offer_encdec`, a fragment of its own) change the sidebar's model, so
+they rerun the whole page (`st.rerun(scope="app")`).
 """
 
 from __future__ import annotations
@@ -55,8 +60,10 @@ TIMING_RUN_KEY = "generation.timing_run"
 DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
 
 
+@st.fragment  # local: the switch button reruns only this note, which then reruns the whole page
 def offer_encdec(sel: Selection, what: str, key: str) -> None:
-    """Say that `what` needs an encoder-decoder model, with a button that switches the sidebar to one."""
+    """Say that `what` needs an encoder-decoder model, with a button that switches the sidebar to one. It reads
+    no panel's controls, so it is a fragment of its own, outside the panel's (the button stays in a fragment)."""
     st.info(f"{what} needs an encoder-decoder model; **{sel.model_id}** is {G.FAMILY_NAMES[sel.arch].lower()}.",
             icon=":material/info:")
     if st.button(f"Switch to {R.ENCDEC_ID}", key=key, on_click=R.switch_model, args=(R.ENCDEC_ID,),
@@ -181,9 +188,9 @@ def clicked_dot(names: tuple[str, ...]) -> None:
         st.toast(f"{name} belongs to another family's diagram; this model has no such hook.")
 
 
-@st.fragment  # local: the hook, a dot clicked and the identities' controls redraw only this panel
 def anatomy_panel(sel: Selection) -> None:
-    """Panel 1: the families' block diagrams, a tensor at any hook, and two identities of a layer."""
+    """Panel 1: the families' block diagrams, a tensor at any hook, and two identities of a layer. Its
+    three interactive parts are fragments of their own; the text around them is drawn on full runs only."""
     st.subheader("1 · Anatomy of the three families")
     st.markdown(
         "Three ways to stack the same parts. An **encoder** (BERT-like) lets every token see every other; a "
@@ -192,6 +199,20 @@ def anatomy_panel(sel: Selection) -> None:
         "output with a decoder whose extra **cross-attention** sublayer takes its queries from the decoder and its "
         "keys and values from the encoder's output. Each box below is a sublayer, each dot a hook point; the "
         "diagrams use this model's sizes. Pick a hook of this model to see its tensor for your input.")
+    hook_explorer(sel)
+    hook_table(sel)
+    identities_section(sel)
+    try_this(
+        "Pick `decoder.blocks.0.cross_attn.hook_k` on reverse-encdec: its length axis is **L_e**, the source's. "
+        "Then `...cross_attn.hook_q`: **L_d**. Queries come from the decoder, keys from the encoder.",
+        "Type a longer source in the sidebar: every tensor with L_e grows, the decoder's L_d follows its own input.",
+        "Compare the columns: the encoder-only and decoder-only columns have the same boxes; only the mask differs.",
+    )
+
+
+@st.fragment  # local: the hook picker and a dot clicked redraw only the picker, the diagram and the tensor
+def hook_explorer(sel: Selection) -> None:
+    """The hook picker, the diagram (a dot clicked picks a hook) and the picked hook's tensor."""
     hooks = R.anatomy(sel.cache_key)
     by_name = {h.name: h for h in hooks}
     names = tuple(by_name)
@@ -210,20 +231,19 @@ def anatomy_panel(sel: Selection) -> None:
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
                                     picked.endswith("hook_pattern")),
                     key="generation.tensor")
+
+
+@st.fragment  # local: opening or closing the expander redraws only the expander
+def hook_table(sel: Selection) -> None:
+    """Every hook of the model with its shape, in an expander built only while open. It reads no hook
+    picked, so a hook click does not redraw it, and opening it reruns only this."""
     every_hook = lazy_expander("Every hook of this model with its shape", "generation.hooks_open")
     if every_hook is not None:  # built only while open: a closed one costs nothing on the panel's clicks
         table = rows_table([{"hook": h.name, "sublayer": h.sublayer, "axes": " × ".join(h.axes),
-                             "shape": "×".join(map(str, h.shape))} for h in hooks])
+                             "shape": "×".join(map(str, h.shape))} for h in R.anatomy(sel.cache_key)])
         with every_hook:
             st.dataframe(table, hide_index=True)
             csv_download(table, f"hooks-{sel.model_id}.csv", "generation.hooks_csv")
-    identities_section(sel)
-    try_this(
-        "Pick `decoder.blocks.0.cross_attn.hook_k` on reverse-encdec: its length axis is **L_e**, the source's. "
-        "Then `...cross_attn.hook_q`: **L_d**. Queries come from the decoder, keys from the encoder.",
-        "Type a longer source in the sidebar: every tensor with L_e grows, the decoder's L_d follows its own input.",
-        "Compare the columns: the encoder-only and decoder-only columns have the same boxes; only the mask differs.",
-    )
 
 
 def identities_section(sel: Selection) -> None:
@@ -235,6 +255,12 @@ def identities_section(sel: Selection) -> None:
         "reads each position alone: shuffle the positions of its input and its output is shuffled the same way.")
     st.latex(r"\mathrm{Concat}(z_1,\dots,z_h)\,W_O=\sum_{i=1}^{h} z_i\,W_O^{(i)},\qquad "
              r"\mathrm{MLP}(P x) = P\,\mathrm{MLP}(x)")
+    identity_checks(sel)
+
+
+@st.fragment  # local: the attention, layer and permutation seed redraw only these controls, the metrics and the heads
+def identity_checks(sel: Selection) -> None:
+    """The attention, layer and permutation seed, and both identities measured there with each head's share."""
     c1, c2, c3 = st.columns(3)
     with c1:
         which = URL.attn.widget(st.selectbox, "Attention", choices=attention_choices(sel), format_func=ATTENTIONS.get)
@@ -268,9 +294,9 @@ def head_norms_table(norms: np.ndarray, tokens) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: L_e and L_d redraw only this panel
 def shapes_panel(sel: Selection) -> None:
-    """Panel 2: the tensors of the three attention types as blocks with their real sizes."""
+    """Panel 2: the tensors of the three attention types as blocks with their real sizes. The heading,
+    explanation, the offer of an encoder-decoder and 'Try this' sit outside the fragment."""
     st.subheader("2 · Shapes, live")
     st.markdown(
         "The original architecture has three attentions. The encoder's self-attention compares the source with "
@@ -279,10 +305,21 @@ def shapes_panel(sel: Selection) -> None:
         "(L_d × L_e). Each block below is drawn at its size: height and width are its last two axes.")
     st.latex(r"\underbrace{Q}_{B\times h\times L_d\times d_h}\;\underbrace{K^{\top}}_{B\times h\times d_h\times L_e}"
              r"=\underbrace{S}_{B\times h\times L_d\times L_e},\qquad \mathrm{softmax}(S)\,\underbrace{V}_{B\times h\times L_e\times d_h}")
-    n_src = len(sel.tokens)
-    n_tgt = len(sel.query_tokens)
     if sel.arch != "encoder-decoder":
         offer_encdec(sel, "Cross-attention", "generation.switch_shapes")
+    shapes_live(sel)
+    try_this(
+        "Drag **L_e** down: the keys, values and cross-attention scores shrink; the decoder's queries do not move.",
+        "Drag **L_d** instead: only the decoder's blocks change. Cross-attention costs L_d × L_e, so doubling the "
+        "source doubles it.",
+    )
+
+
+@st.fragment  # local: L_e and L_d redraw only these controls, the blocks, the multiply-adds and the download
+def shapes_live(sel: Selection) -> None:
+    """L_e and L_d, the attention tensors drawn at those sizes and their multiply-adds."""
+    n_src = len(sel.tokens)
+    n_tgt = len(sel.query_tokens)
     c1, c2 = st.columns(2)
     with c1:
         src_len = URL.le.widget(st.slider, "source tokens used (L_e)" if sel.arch == "encoder-decoder"
@@ -306,11 +343,6 @@ def shapes_panel(sel: Selection) -> None:
              G.attention_macs(sel.model.cfg, 1, blocks[0][2][2], blocks[1][2][2])} for kind, blocks in shown]
     st.dataframe(rows_table(macs), hide_index=True)
     csv_download(table, "attention-shapes.csv", "generation.shapes_csv")
-    try_this(
-        "Drag **L_e** down: the keys, values and cross-attention scores shrink; the decoder's queries do not move.",
-        "Drag **L_d** instead: only the decoder's blocks change. Cross-attention costs L_d × L_e, so doubling the "
-        "source doubles it.",
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,9 +379,9 @@ def stepper_controls(sel: Selection) -> tuple[int, int, int]:
     return int(prompt), int(steps), int(t)
 
 
-@st.fragment  # local: the stepper's controls and buttons redraw only this panel
 def stepper_panel(sel: Selection) -> None:
-    """Panel 3: greedy decoding one token at a time, with and without the key-value cache."""
+    """Panel 3: greedy decoding one token at a time, with and without the key-value cache. The heading,
+    explanation and 'Try this' sit outside the fragment (an encoder gets the offer of a switch instead)."""
     st.subheader("3 · Decoding, one token at a time")
     st.markdown(
         "To write, a decoder predicts one token, appends it and runs again. Without a cache it recomputes every "
@@ -364,6 +396,19 @@ def stepper_panel(sel: Selection) -> None:
         st.caption("An encoder lets every token see the future, so it cannot write left to right. A decoder-only "
                    "model (for example sort-decoder) works here too.")
         return
+    decoding_steps(sel)
+    try_this(
+        "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "
+        "per step; the recomputed run feeds t + 1 positions.",
+        "Watch the last metric: the cached and recomputed logits agree to about 1e-6 at every step.",
+        "On reverse-encdec, the cross-attention row moves right to left over the source as the answer is written.",
+    )
+
+
+@st.fragment  # local: the stepper's controls and buttons redraw only these, the step's figures and the timing
+def decoding_steps(sel: Selection) -> None:
+    """The stepper's controls, the step shown with and without the cache, and the timing (which follows the
+    prompt)."""
     prompt, steps, t = stepper_controls(sel)
     bos = sel.task.vocab.bos_id
     with_cache, without, diff = R.traces(sel.cache_key, prompt, steps, bos)
@@ -409,12 +454,6 @@ def stepper_panel(sel: Selection) -> None:
     csv_download(lambda: decoding_counters(with_cache, without, diff), "decoding-counters.csv",
                  "generation.counters_csv")
     timing_section(sel, prompt)
-    try_this(
-        "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "
-        "per step; the recomputed run feeds t + 1 positions.",
-        "Watch the last metric: the cached and recomputed logits agree to about 1e-6 at every step.",
-        "On reverse-encdec, the cross-attention row moves right to left over the source as the answer is written.",
-    )
 
 
 def decoding_counters(with_cache, without, diff) -> pd.DataFrame:
@@ -459,9 +498,9 @@ def timing_section(sel: Selection, prompt: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: the example redraws only this panel
 def leakage_panel(sel: Selection) -> None:
-    """Panel 4: a model whose encoder sees the answer, its gradient map, and the fix."""
+    """Panel 4: a model whose encoder sees the answer, its gradient map, and the fix. Only the gradient
+    map reads the example; the text, the fix and its accuracy table sit outside the fragment."""
     st.subheader("4 · A leak through the encoder")
     st.markdown(
         f"An encoder-decoder is only honest if the answer reaches it through the causal decoder. **{R.LEAKY_ID}** "
@@ -472,21 +511,7 @@ def leakage_panel(sel: Selection) -> None:
         f"**{R.PROPER_ID}**, whose encoder reads only the digits.")
     st.latex(r"G_{t,k}=\Big\lVert \frac{\partial\, \mathrm{logit}_t(\hat y_t)}{\partial\, e(y_k)} \Big\rVert,"
              r"\qquad k>t:\; G_{t,k}=0 \text{ for an honest model}")
-    seed = URL.ex.widget(st.number_input, "example", step=1, help="Which sorted example to take apart.")
-    data = R.leakage_example(sel.device, int(seed))
-    st.markdown(f"Leaky source: `{' '.join(data['leaky source'])}` · proper source: "
-                f"`{' '.join(data['proper source'])}`")
-    maps = (("leaky: the encoder reads the answer", data["leaky"]), ("proper: the encoder reads the digits", data["proper"]))
-    st.plotly_chart(R.gradients_figure(maps, list(data["answer"]), list(data["tgt"]),
-                                       "Gradient of the prediction at step t with respect to target token y_k"),
-                    key="generation.gradients")
-    m1, m2 = st.columns(2)
-    m1.metric("largest future gradient, leaky", f"{L.future_mass(data['leaky']):.3g}")
-    m2.metric("largest future gradient, proper", f"{L.future_mass(data['proper']):.3g}")
-    grads = lambda: pd.DataFrame([{"model": name, "t": t, "k": k + 1, "grad norm": float(g[t, k])}  # noqa: E731
-                                  for name, g in (("leaky", data["leaky"]), ("proper", data["proper"]))
-                                  for t in range(g.shape[0]) for k in range(g.shape[1])])  # built on a press
-    csv_download(grads, "leakage-gradients.csv", "generation.grads_csv")
+    leak_gradients(sel)
     st.markdown("**The fix:** the encoder reads only the input; the target enters only through the decoder, "
                 "shifted right and causally masked. Hide the answer from the leaky encoder (replace it by `<pad>`) "
                 "and see what it really learned:")
@@ -503,14 +528,34 @@ def leakage_panel(sel: Selection) -> None:
     )
 
 
+@st.fragment  # local: the example redraws only its box, the sources, the gradient maps and their metrics
+def leak_gradients(sel: Selection) -> None:
+    """One example taken apart: both models' sources and the gradients of each step on future targets."""
+    seed = URL.ex.widget(st.number_input, "example", step=1, help="Which sorted example to take apart.")
+    data = R.leakage_example(sel.device, int(seed))
+    st.markdown(f"Leaky source: `{' '.join(data['leaky source'])}` · proper source: "
+                f"`{' '.join(data['proper source'])}`")
+    maps = (("leaky: the encoder reads the answer", data["leaky"]), ("proper: the encoder reads the digits", data["proper"]))
+    st.plotly_chart(R.gradients_figure(maps, list(data["answer"]), list(data["tgt"]),
+                                       "Gradient of the prediction at step t with respect to target token y_k"),
+                    key="generation.gradients")
+    m1, m2 = st.columns(2)
+    m1.metric("largest future gradient, leaky", f"{L.future_mass(data['leaky']):.3g}")
+    m2.metric("largest future gradient, proper", f"{L.future_mass(data['proper']):.3g}")
+    grads = lambda: pd.DataFrame([{"model": name, "t": t, "k": k + 1, "grad norm": float(g[t, k])}  # noqa: E731
+                                  for name, g in (("leaky", data["leaky"]), ("proper", data["proper"]))
+                                  for t in range(g.shape[0]) for k in range(g.shape[1])])  # built on a press
+    csv_download(grads, "leakage-gradients.csv", "generation.grads_csv")
+
+
 # ---------------------------------------------------------------------------------------------
 # 5. Why the decoder is masked
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: the seed and the training button redraw only this panel
 def masking_panel(sel: Selection) -> None:
-    """Panel 5: a tiny decoder trained with the full mask, and its causal twin, trained here."""
+    """Panel 5: a tiny decoder trained with the full mask, and its causal twin, trained here. The heading
+    and explanation sit outside the fragment."""
     st.subheader("5 · Why the decoder is masked")
     st.markdown(
         "Train a tiny decoder to copy 4 digits with the **full** mask instead of the causal one. In training, "
@@ -519,6 +564,13 @@ def masking_panel(sel: Selection) -> None:
         "causal twin, the same model with the same seed and data, has to learn the task itself.")
     st.latex(r"M^{\text{causal}}_{ij}=\begin{cases}0 & j\le i\\ -\infty & j>i\end{cases}\qquad "
              r"M^{\text{full}}_{ij}=0")
+    masked_training(sel)
+
+
+@st.fragment  # local: the seed and the training button redraw only these, the losses, the table and 'Try this'
+def masked_training(sel: Selection) -> None:
+    """The seed, the two decoders (trained on the button) and what they learned. 'Try this' stays here: it
+    shows only once the decoders are trained, which a click here decides."""
     seed = int(URL.tseed.widget(st.number_input, "training seed", step=1))
     ready = R.tiny_decoders_ready(seed, TINY_STEPS)
     if not ready:

@@ -7,9 +7,11 @@ page script's source on every AppTest run, and this is most of the page's code. 
 is in ui.heads_runs; figures come from core.figures.heads through ui.figures.cached.
 
 What a click reruns: the tabs with controls of their own (Subspaces, Queries and keys, Ablation,
-the toy, the orthogonal query) are fragments (`@st.fragment`): their controls change only that
-tab. The attention kind, layer and head above the tabs, and the tabs themselves, feed every tab:
-they redraw everything below the title (`body`, one fragment), not the sidebar and the title.
+the toy, the orthogonal query) hold fragments (`@st.fragment`: `subspace_explorer` and
+`subspace_budget`, `projection_plane`, `ablation_results`, `toy_run`, `orthogonal_scores`): a
+control redraws only the part of its tab that reads it, not the tab's heading and explanations.
+The attention kind, layer and head above the tabs, and the tabs themselves, feed every tab: they
+redraw everything below the title (`body`, one fragment), not the sidebar and the title.
 """
 
 from __future__ import annotations
@@ -154,10 +156,8 @@ def set_budget(keys: list[str], d_model: int, d_v: int, n_heads: int) -> None:
         st.session_state[key] = value
 
 
-@st.fragment  # local: the matrix, angle, norm and budget controls redraw only this tab
 def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget."""
-    cfg = sel.model.cfg
     st.subheader(f"Which directions each head uses (layer {layer})")
     st.markdown(
         "Each head reads the residual stream through its own matrices. The columns of $W_V^h$ span the "
@@ -168,6 +168,29 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
         "only when *every* angle is 90°, which is the same as $(W_V^i)^\\top W_V^j = 0$.")
     st.latex(r"\cos\theta_k = \sigma_k\!\left(Q_i^{\top} Q_j\right),\qquad Q_i = \operatorname{orth}(W_V^{i})")
     st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
+    subspace_explorer(sel, kind, layer)
+    st.markdown(
+        "**The budget.** If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
+        "have to fit side by side in the $d_{model}$-dimensional residual stream: $h \\cdot d_v \\le d_{model}$, "
+        "so at most $h_{max} = \\lfloor d_{model} / d_v \\rfloor$ heads can be mutually orthogonal. The usual "
+        "choice $d_v = d_{model} / h$ uses the budget exactly, and the total cost of a layer stays the same "
+        "however many heads you split it into. Change the numbers to see the picture for other sizes (the "
+        "model is not changed).")
+    st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
+             r"\right\rfloor")
+    subspace_budget(sel)
+    try_this("Switch the matrix between W_Q, W_K and W_V. Are the heads more alike in what they look for (W_Q, "
+             "W_K) or in what they copy (W_V)?",
+             "Pick a randomly initialised model you trained on the Train page (few steps) and compare its angles "
+             "with a trained bundled model: random subspaces of a wide space are already far apart, but not 90°.",
+             "Set d_v to 24 with d_model 64: only 2 heads fit orthogonally and the third box turns red.")
+
+
+@st.fragment  # local: the matrix, angle and norm controls redraw only these controls, the angles, overlaps and ranks
+def subspace_explorer(sel: Selection, kind: AttentionKind, layer: int) -> None:
+    """The explorer of one layer's head subspaces: its controls, the angle and overlap heatmaps, the effective
+    ranks and the joint-rank metrics (all read the matrix picked here; the budget below does not)."""
+    cfg = sel.model.cfg
     c1, c2, c3 = st.columns([3, 2, 2])
     with c1:
         which = URL.matrix.widget(st.segmented_control, "Matrix", required=True,
@@ -214,15 +237,12 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
         st.metric("h_max = ⌊d_model / d_v⌋", f"{rep.h_max}", help="The most heads whose value spaces can be "
                   "pairwise orthogonal in this model's width.")
 
-    st.markdown(
-        "**The budget.** If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
-        "have to fit side by side in the $d_{model}$-dimensional residual stream: $h \\cdot d_v \\le d_{model}$, "
-        "so at most $h_{max} = \\lfloor d_{model} / d_v \\rfloor$ heads can be mutually orthogonal. The usual "
-        "choice $d_v = d_{model} / h$ uses the budget exactly, and the total cost of a layer stays the same "
-        "however many heads you split it into. Change the numbers to see the picture for other sizes (the "
-        "model is not changed).")
-    st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
-             r"\right\rfloor")
+
+@st.fragment  # local: the budget's presets and number boxes redraw only themselves and the budget picture
+def subspace_budget(sel: Selection) -> None:
+    """The h * d_v <= d_model calculator: preset buttons, three number boxes and the picture. It does not read
+    the explorer's controls above, and they do not read it, so each redraws alone."""
+    cfg = sel.model.cfg
     keys = [f"heads.budget_{name}.{sel.model_id}" for name in ("dmodel", "dv", "h")]
     presets = st.columns(1 + len(SIZE_PRESETS))
     presets[0].button("This model's sizes", key="heads.budget_this", on_click=set_budget,
@@ -239,11 +259,6 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
     st.plotly_chart(budget_fig(int(d_model), int(d_v), int(n_heads)), key="heads.fig_budget", config=PNG)
     st.caption(f"h_max = ⌊{int(d_model)} / {int(d_v)}⌋ = {h_max(int(d_model), int(d_v))}. This model: "
                f"{cfg.n_heads} heads × d_v = {cfg.d_head} = {cfg.n_heads * cfg.d_head} of d_model = {cfg.d_model}.")
-    try_this("Switch the matrix between W_Q, W_K and W_V. Are the heads more alike in what they look for (W_Q, "
-             "W_K) or in what they copy (W_V)?",
-             "Pick a randomly initialised model you trained on the Train page (few steps) and compare its angles "
-             "with a trained bundled model: random subspaces of a wide space are already far apart, but not 90°.",
-             "Set d_v to 24 with d_model 64: only 2 heads fit orthogonally and the third box turns red.")
 
 
 def circuits_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
@@ -307,20 +322,24 @@ def circuits_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
              "has only a few large ones.")
 
 
+def rotated(sel: Selection, kind: AttentionKind) -> bool:
+    """Whether this kind's queries and keys are rotated before scoring (RoPE on self-attention)."""
+    return sel.model.cfg.pos == "rope" and kind.module == "attn"
+
+
 def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: str) -> tuple:
     """(rope, queries [q d_head], keys [k d_head], hook `third` [q k]) of one head for the sidebar's input.
 
     Under RoPE (self-attention) the queries and keys are the rotated ones: those whose dot products
     give the scores.
     """
-    rope = sel.model.cfg.pos == "rope" and kind.module == "attn"
+    rope = rotated(sel, kind)
     names = [kind.hook(layer, "hook_rot_q" if rope else "hook_q"), kind.hook(layer, "hook_rot_k" if rope else "hook_k"),
              kind.hook(layer, third)]
     out = run(sel, names)
     return rope, out[names[0]][0, :, head], out[names[1]][0, :, head], out[names[2]][0, head]
 
 
-@st.fragment  # local: the line threshold redraw only this tab
 def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
     """One head's queries and keys for the current input, in a shared 2-D PCA plane."""
     st.subheader(f"Queries and keys of layer {layer}, head {head} for your input")
@@ -332,7 +351,20 @@ def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
         "attention itself uses all $d_{head}$ directions.")
     st.latex(r"s_{ij} = \frac{q_i\cdot k_j}{\sqrt{d_{\text{head}}}},\qquad [\,\tilde q_i\;\tilde k_j\,] = "
              r"[\,q_i\;k_j\,]\,V_{2}\quad (V_2:\ \text{top two principal axes})")
-    rope, q, k, pattern = head_run(sel, kind, layer, head, "hook_pattern")  # q [q d_head], k [k d_head], [q k]
+    projection_plane(sel, kind, layer, head)
+    if rotated(sel, kind):
+        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
+                   "give the scores.")
+    try_this("Find a previous-token head (Roles tab) and look at it here: each query should sit near the key of "
+             "the token before it.",
+             "Type an input with a repeated token in the sidebar. Do the two copies' keys land in the same place?")
+
+
+@st.fragment  # local: the line threshold redraws only itself, the PCA plane and the pattern beside it
+def projection_plane(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
+    """The line-threshold slider, the shared PCA plane of queries and keys, and the head's pattern. Only
+    these depend on the slider; the heading, the formula and the notes around them stay as drawn."""
+    _, q, k, pattern = head_run(sel, kind, layer, head, "hook_pattern")  # q [q d_head], k [k d_head], [q k]
     q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     min_w = st.slider("Draw a line when the weight is at least", 0.05, 0.95, 0.3, 0.05, key="heads.pca_min")
     proj = pca_2d(q, k)
@@ -345,12 +377,6 @@ def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
         st.markdown("**The same head's attention pattern**")
         st.plotly_chart(pattern_fig(pattern, q_tokens, k_tokens, height=480), key="heads.fig_pca_pattern",
                         config=PNG)
-    if rope:
-        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
-                   "give the scores.")
-    try_this("Find a previous-token head (Roles tab) and look at it here: each query should sit near the key of "
-             "the token before it.",
-             "Type an input with a repeated token in the sidebar. Do the two copies' keys land in the same place?")
 
 
 def roles_panel(sel: Selection, kind: AttentionKind):
@@ -418,10 +444,9 @@ def _label(ref) -> str:
     return f"L{layer} H{head}" if key == "self" else f"{key} L{layer} H{head}"
 
 
-@st.fragment  # local: the heads removed and the replacement redraw only this tab
 def ablation_panel(sel: Selection):
     """Zero- or mean-ablate any set of heads; then every head alone, ranked."""
-    model, task = sel.model, sel.task
+    task = sel.task
     st.subheader("What breaks without a head?")
     st.markdown(
         f"To learn what a head is for, take it away and measure the damage. **Zero ablation** replaces the head's "
@@ -431,6 +456,15 @@ def ablation_panel(sel: Selection):
         f"examples of the task *{task.title}* (the mean is taken over the same examples).")
     st.latex(r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
              r"\mathbb{E}_{x}\big[z^h(x)\big],\qquad \Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
+    ablation_results(sel)
+
+
+@st.fragment  # local: the heads removed and the replacement redraw only these controls, the scores and the ranking
+def ablation_results(sel: Selection) -> None:
+    """The heads to remove and their replacement, then the scores, the sidebar input and every head alone.
+    The heading and the explanation above do not depend on them; the 'Try this' box stays here because an
+    error in scoring (which may depend on the replacement) leaves it out."""
+    model, task = sel.model, sel.task
     options = all_heads(model)
     c1, c2 = st.columns([4, 1])
     with c1:
@@ -498,7 +532,6 @@ def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[d
     return rows
 
 
-@st.fragment  # local: the toy's heads, seed, steps and Train button redraw only this tab
 def toy_panel():
     """Train a 1-layer model with 1, 2 or 4 heads on a task that needs one lookup in each of two orthogonal subspaces."""
     st.subheader("Two heads, two subspaces: train it yourself")
@@ -516,6 +549,20 @@ def toy_panel():
              r"\qquad q\cdot k = x_q^{\top}\, W_Q^h W_K^{h\top}\, x_k")
     st.markdown("A head that matches only on letters has its $W_Q^h W_K^{h\\top}$ inside the letter × letter "
                 "block; a digit head inside the digit × digit block.")
+    toy_run()
+    try_this("Pick 1 head and 200 training steps and train, then 2 heads at 200 steps: one head is still well "
+             "short (about 55-80% on seeds 0-5) where two are at 87-100%. Train both for 600 steps: one head "
+             "catches up, by leaning on the letter item, keeping some weight on the digit item and letting the MLP "
+             "untangle the mix.",
+             "Train 2 heads with seeds 0 to 5. Does every seed split the work one head per subspace? When a run stays "
+             "'mixed', look at its $W_Q W_K^\\top$ blocks: both heads use a bit of both.",
+             "Train 4 heads: how many of them end up doing a lookup, and what do the others look at?")
+
+
+@st.fragment  # local: the toy's heads, seed, steps and Train button redraw only these controls and the toy's results
+def toy_run() -> None:
+    """The toy's controls and Train button, then its curve or untrained accuracy, the comparison and the
+    figures. The task's description above does not depend on them, so a click leaves it as drawn."""
     n_heads, seed, steps = toy_controls()
     done = R.trained_toy(n_heads, seed, steps) if R.trained_toy.has(n_heads, seed, steps) else None
     if done is None:
@@ -531,13 +578,6 @@ def toy_panel():
         toy_verdict(n_heads, done["seconds"], report)
     toy_comparison(seed, steps)
     toy_figures(report)
-    try_this("Pick 1 head and 200 training steps and train, then 2 heads at 200 steps: one head is still well "
-             "short (about 55-80% on seeds 0-5) where two are at 87-100%. Train both for 600 steps: one head "
-             "catches up, by leaning on the letter item, keeping some weight on the digit item and letting the MLP "
-             "untangle the mix.",
-             "Train 2 heads with seeds 0 to 5. Does every seed split the work one head per subspace? When a run stays "
-             "'mixed', look at its $W_Q W_K^\\top$ blocks: both heads use a bit of both.",
-             "Train 4 heads: how many of them end up doing a lookup, and what do the others look at?")
 
 
 def toy_name(n_heads: int) -> str:
@@ -625,7 +665,6 @@ def toy_figures(report) -> None:
                             key=f"heads.fig_toy_pat{h}", config=PNG)
 
 
-@st.fragment  # local: the size of the added part redraw only this tab
 def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
     """Add to a real query a part orthogonal to every key: every score stays the same."""
     cfg = sel.model.cfg
@@ -637,6 +676,15 @@ def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
         f"d_head = {cfg.d_head} dimensions, for example when a query sees fewer than {cfg.d_head} keys. Below we "
         "take a real query of this head, add such a u, and for contrast a random vector of the same length.")
     st.latex(r"u \perp k_j\ \ \forall j \;\Longrightarrow\; (q + u)\cdot k_j = q\cdot k_j + \underbrace{u\cdot k_j}_{=\,0}")
+    orthogonal_scores(sel, kind, layer, head)
+
+
+@st.fragment  # local: the query token and the size of the added part redraw only these controls, the scores and the notes
+def orthogonal_scores(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
+    """The query and the size of u, then the metrics, the score bars and the notes. The heading and the
+    formula above do not depend on them; the 'Try this' box stays here because a query whose keys fill
+    every direction ends the section early, without it."""
+    cfg = sel.model.cfg
     _, q_all, k_all, all_scores = head_run(sel, kind, layer, head, "hook_attn_scores")  # [q d_head], [k d_head]
     q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     default = orth_default(cfg, len(q_tokens))

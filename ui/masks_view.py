@@ -7,11 +7,15 @@ page script's source on every run, and this is most of the page's code. The numb
 core.analysis.masks, the cached runs and figures from ui.masks_runs.
 
 What a click reruns: the mask editor (section 1) feeds every section below it, so its controls rerun
-the whole page. The layer and head pickers (section 2) feed sections 2 to 4 and nothing else: those
-three are one fragment (`model_sections`), so a pick redraws them and not the editor or sections 5
-and 6. The leak controls and the receptive field's query token (inside that fragment), the cost
-section's block size and button and the legality length change only their own figures: those parts
-are fragments of their own (`@st.fragment`).
+the whole page. The layer and head pickers (section 2) feed parts of sections 2 to 4 and nothing else:
+each part that reads them (the two patterns, right and wrong masking, the real scores' leak, and for
+the layer the arcs and the Laplacian) is a fragment of its own that the pickers rerun by key
+(`rerun_only`), so a pick redraws those parts and not the text around them, the predictions, the
+reach by depth, the influence map, the editor or sections 5 and 6. The leak controls and the receptive
+field's query token (in sections 3 and 4), the cost section's block size and button and the legality
+length change only their own figures: those parts are fragments of their own (`@st.fragment`), and
+the headers, text, formulas and "Try this" boxes around them (and the parts that do not read those
+controls) are drawn outside them.
 """
 
 from __future__ import annotations
@@ -65,6 +69,13 @@ EDIT_ALL, EDIT_LAYER = "masks.all", "masks.layer{}"
 GAP_KEY, LEAK_K_KEY, EPS_KEY = "masks.gap", "masks.k", "masks.eps"
 COST_B_KEY, REMEASURE_KEY, TIMING_RUN_KEY = "masks.cost_b", "masks.remeasure", "masks.timing_run"
 LEGALITY_LEN_KEY = "masks.legality_len"
+
+# The fragments of sections 2 to 4 that read the layer and head picked in section 2, by what they read: a
+# picker reruns only those (`rerun_only`), not the text, predictions, reach and influence around them.
+MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN = (
+    "masks.model.patterns", "masks.model.masking", "masks.model.leak", "masks.model.arcs", "masks.model.laplacian")
+READS_HEAD = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK)
+READS_LAYER = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN)
 
 
 def two_decimals(value: float) -> str:
@@ -377,8 +388,16 @@ def accuracy_metrics(sel: Selection, d: Drawn) -> None:
                f"The same {R.N_SAMPLES} examples are scored both times.")
 
 
-def effect_panel(sel: Selection, d: Drawn) -> tuple[int, int]:
-    """Section 2: default vs edited patterns, predictions and task accuracy. Returns the chosen (layer, head)."""
+def picked() -> tuple[int, int]:
+    """The layer and head the pickers of section 2 hold now, read from the session: a fragment that a picker
+    reruns sees the new value (its arguments are those of the page's last full run, where the pickers were
+    drawn and checked)."""
+    return int(URL.layer.now()), int(URL.head.now())
+
+
+def effect_panel(sel: Selection, d: Drawn) -> None:
+    """Section 2: the layer and head pickers, default vs edited patterns, predictions and task accuracy. Each
+    picker reruns only the fragments that read it (READS_LAYER, READS_HEAD)."""
     cfg = sel.model.cfg
     st.header("2. What the model does with it")
     st.markdown(
@@ -389,17 +408,10 @@ def effect_panel(sel: Selection, d: Drawn) -> tuple[int, int]:
     st.latex(r"a_{ij} = \frac{e^{s_{ij}}\,[M_{ij}\text{ allows}]}{\sum_{j'} e^{s_{ij'}}\,[M_{ij'}\text{ allows}]}")
     c1, c2 = st.columns(2)
     with c1:
-        layer = URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1)
+        URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1, reruns=READS_LAYER)
     with c2:
-        head = URL.head.widget(st.selectbox, "Head", hi=cfg.n_heads - 1)
-    tokens = sel.query_tokens
-    own, yours = d.own["pattern"][layer, head], d.yours["pattern"][layer, head]
-    left, right = st.columns(2)
-    with left:
-        heatmap(own, tokens, f"own mask · layer {layer} head {head}", "masks.pattern_own")
-    with right:
-        heatmap(yours, tokens, f"your mask · layer {layer} head {head}", "masks.pattern_yours")
-    st.caption(f"Largest change of one attention weight in this head: {float(np.abs(own - yours).max()):.3f}.")
+        URL.head.widget(st.selectbox, "Head", hi=cfg.n_heads - 1, reruns=READS_HEAD)
+    pattern_charts(sel, d)
     st.subheader("Predictions and accuracy")
     predictions_table(sel, d)
     accuracy_metrics(sel, d)
@@ -409,16 +421,30 @@ def effect_panel(sel: Selection, d: Drawn) -> tuple[int, int]:
         "On a decoder, choose **Full**: it now sees the future it was never trained with. Does that help or hurt?",
         "Find the smallest sliding window that keeps the accuracy of your model near its own.",
     )
-    return layer, head
 
 
-@st.fragment  # the layer and head feed sections 2-4 only: a pick redraws them, not the editor or 5-6
+@st.fragment(key=MODEL_PATTERNS)  # the layer and the head rerun it (rerun_only)
+def pattern_charts(sel: Selection, d: Drawn) -> None:
+    """The picked head's pattern with the model's own mask and with yours, and the largest change between them."""
+    layer, head = picked()
+    tokens = sel.query_tokens
+    own, yours = d.own["pattern"][layer, head], d.yours["pattern"][layer, head]
+    left, right = st.columns(2)
+    with left:
+        heatmap(own, tokens, f"own mask · layer {layer} head {head}", "masks.pattern_own")
+    with right:
+        heatmap(yours, tokens, f"your mask · layer {layer} head {head}", "masks.pattern_yours")
+    st.caption(f"Largest change of one attention weight in this head: {float(np.abs(own - yours).max()):.3f}.")
+
+
 def model_sections(sel: Selection, d: Drawn) -> None:
-    """Sections 2 to 4, which read the layer and head picked in section 2."""
+    """Sections 2 to 4, parts of which read the layer and head picked in section 2: each part that does is a
+    fragment the pickers rerun by key, so a pick redraws those parts and nothing else. `d` changes only with
+    the editor above, whose controls rerun the page."""
     with offscreen.section_group("masks"):
-        layer, head = effect_panel(sel, d)
-        right_wrong_panel(sel, d, layer, head)
-        graph_panel(sel, d, layer)
+        effect_panel(sel, d)
+        right_wrong_panel(sel, d)
+        graph_panel(sel, d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +452,7 @@ def model_sections(sel: Selection, d: Drawn) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def right_wrong_panel(sel: Selection, d: Drawn, layer: int, head: int) -> None:
+def right_wrong_panel(sel: Selection, d: Drawn) -> None:
     """Section 3: mask before softmax vs zero after, on the real scores of the chosen head; then the leak."""
     st.header("3. Right and wrong ways to mask")
     st.markdown(
@@ -437,6 +463,14 @@ def right_wrong_panel(sel: Selection, d: Drawn, layer: int, head: int) -> None:
     )
     st.latex(r"\text{right: } \operatorname{softmax}(s + M) \qquad\quad \text{wrong: } "
              r"\operatorname{softmax}(s) \odot [M = 0] \;\Rightarrow\; \textstyle\sum_j a_{ij} < 1")
+    masking_charts(sel, d)
+    leak_panel(d)
+
+
+@st.fragment(key=MODEL_MASKING)  # the layer and the head rerun it (rerun_only)
+def masking_charts(sel: Selection, d: Drawn) -> None:
+    """Right and wrong masking of the picked head's real scores under your mask, and each row's total weight."""
+    layer, head = picked()
     both = R.compare_masking(d.yours["scores"][layer, head], d.stack[layer])
     tokens = sel.query_tokens
     left, right = st.columns(2)
@@ -448,11 +482,9 @@ def right_wrong_panel(sel: Selection, d: Drawn, layer: int, head: int) -> None:
                     key="masks.row_sums")
     st.caption(f"Smallest row sum the wrong way: {float(both['wrong_sums'].min()):.3f}. A fully blocked row sums "
                "to 0 either way here.")
-    leak_panel(d.yours["scores"][layer, head], d.stack[layer])
 
 
-@st.fragment  # local: the gap, k and ε redraw only the leak table and curves
-def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
+def leak_panel(d: Drawn) -> None:
     """How large a finite mask constant must be: the worst-case table and chart, then this head's real gap."""
     st.subheader("How large must the mask constant be?")
     st.markdown(
@@ -463,6 +495,22 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
     )
     st.latex(r"\text{leak} = \frac{k\,e^{g+C}}{1 + k\,e^{g+C}} \le \varepsilon"
              r"\iff |C| \ge g + \ln\frac{k\,(1-\varepsilon)}{\varepsilon}")
+    leak_worst_case()
+    real_leak(d)
+    try_this(
+        "Set the gap to 20,000: −1e4 leaks almost everything in both formats, −1e9 nothing. At 2,000,000,000 "
+        "−1e9 leaks in float32 too: no finite constant is safe for every gap.",
+        "Look at the column *row with every key masked*: −∞ gives NaN, a finite constant spreads the row evenly "
+        "over "
+        "blocked keys. Neither is right; this model masks again after the softmax and gives zeros.",
+        "Make ε smaller and watch the smallest safe |C| grow only by about 2.3 per factor of 10.",
+    )
+
+
+@st.fragment  # local: the gap, k and ε redraw only these controls, the leak table and the curves
+def leak_worst_case() -> None:
+    """The worst-case row for a gap, k blocked keys and ε: its controls, the table per number format and the
+    curves over the gap; the rest of the section does not read them."""
     c1, c2, c3 = st.columns(3)
     gap = c1.select_slider("gap g (blocked logit minus allowed logit)", list(GAPS), value=20_000, key=GAP_KEY,
                            format_func=thousands)
@@ -477,21 +525,20 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
                "by itself (NaN in the table; the float16 lines stop there).")
     st.plotly_chart(R.leak_figure(A.LEAK_GAPS, R.leak_curves(k), eps, gap, title="leaked probability as the gap grows"),
                     key="masks.leak")
-    real = R.real_score_leaks(scores, mask)
+
+
+@st.fragment(key=MODEL_LEAK)  # the layer and the head rerun it (rerun_only)
+def real_leak(d: Drawn) -> None:
+    """The picked head's real scores under your mask: their largest gap and what each constant leaks (nothing is
+    drawn when no row has both allowed and blocked keys)."""
+    layer, head = picked()
+    real = R.real_score_leaks(d.yours["scores"][layer, head], d.stack[layer])
     if real is not None:
         real_gap, leaks = real
         st.info(f"This head's real scores under your mask: the largest gap is {real_gap:.2f}, so the worst float16 "
                 f"leak is {leaks['-1e4']:.3g} with −1e4, {leaks['-1e9']:.3g} with −1e9 and "
                 f"{leaks['-inf']:.3g} with −∞. "
                 "Small trained models have small gaps; the trouble starts with huge logits or low precision.")
-    try_this(
-        "Set the gap to 20,000: −1e4 leaks almost everything in both formats, −1e9 nothing. At 2,000,000,000 "
-        "−1e9 leaks in float32 too: no finite constant is safe for every gap.",
-        "Look at the column *row with every key masked*: −∞ gives NaN, a finite constant spreads the row evenly "
-        "over "
-        "blocked keys. Neither is right; this model masks again after the softmax and gives zeros.",
-        "Make ε smaller and watch the smallest safe |C| grow only by about 2.3 per factor of 10.",
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,8 +546,11 @@ def leak_panel(scores: np.ndarray, mask: np.ndarray) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def arcs_section(tokens: list[str], mask: np.ndarray, layer: int) -> None:
+@st.fragment(key=MODEL_ARCS)  # the layer reruns it (rerun_only)
+def arcs_section(sel: Selection, d: Drawn) -> None:
     """The chosen layer's mask as an arc diagram, with its edges counted."""
+    layer = picked()[0]
+    tokens, mask = sel.query_tokens, d.stack[layer]
     st.markdown(
         f"Each token is a node and each allowed pair (query *i* reads key *j*) is an edge from *j* to *i*. "
         f"Below: the mask of layer {layer} (the layer chosen in section 2). Arcs **above** the line carry "
@@ -513,9 +563,15 @@ def arcs_section(tokens: list[str], mask: np.ndarray, layer: int) -> None:
                f"{edges['self']} of {mask.shape[-1]} tokens may attend to themselves.")
 
 
-def laplacian_section(tokens: list[str], facts: dict) -> None:
+def graph_facts(d: Drawn) -> dict:
+    """What the graph section draws for the drawn masks and the layer picked now (R.graph_facts). Only the
+    Laplacian, its spectrum, λ2 and the pieces are the layer's: the reach by depth, `full_at`, `reach` and
+    `stacked` are the same for every layer, so the parts that draw them do not read the layer."""
+    return R.graph_facts(d.stack, picked()[0], d.scope == SCOPE_ALL)
+
+
+def laplacian_section(sel: Selection, d: Drawn) -> None:
     """The Laplacian of the chosen layer's mask, its spectrum and lambda_2."""
-    n = len(tokens)
     st.subheader("Laplacian and algebraic connectivity")
     st.markdown(
         "Forget directions for a moment: link i and j if either may read the other. The Laplacian L = D − A puts "
@@ -526,6 +582,14 @@ def laplacian_section(tokens: list[str], facts: dict) -> None:
     )
     st.latex(r"L = D - A \qquad 0 = \lambda_1 \le \lambda_2 \le \dots \le \lambda_n")
     st.latex(r"\lambda_2(K_n) = n \qquad \lambda_2 = 0 \iff \text{the graph falls apart}")
+    laplacian_charts(sel, d)
+
+
+@st.fragment(key=MODEL_LAPLACIAN)  # the layer reruns it (rerun_only)
+def laplacian_charts(sel: Selection, d: Drawn) -> None:
+    """The chosen layer's λ2 and pieces, its Laplacian and the Laplacian's spectrum."""
+    tokens = sel.query_tokens
+    n, facts = len(tokens), graph_facts(d)
     m1, m2, m3 = st.columns(3)
     m1.metric("λ2 (algebraic connectivity)", f"{facts['lambda2']:.3f}")
     m2.metric("complete graph would give", f"{n}")
@@ -538,7 +602,6 @@ def laplacian_section(tokens: list[str], facts: dict) -> None:
                         key="masks.spectrum")
 
 
-@st.fragment  # local: the query token redraws only its receptive field (and the reach curve above it)
 def reach_section(tokens: list[str], facts: dict, layers: int, scope: str) -> None:
     """How the share of reached pairs grows with depth, and one query token's receptive field."""
     st.subheader("How many layers until everyone has heard from everyone?")
@@ -553,10 +616,16 @@ def reach_section(tokens: list[str], facts: dict, layers: int, scope: str) -> No
     st.caption(("Never: some pairs have no route at any depth." if full_at is None else
                 f"Every token reaches every other after {full_at} layer(s).")
                + ("" if scope == SCOPE_ALL else " Past this model's layers the last layer's mask is repeated."))
+    field_section(tokens, facts["stacked"])
+
+
+@st.fragment  # local: the query token redraws only its slider and its receptive field
+def field_section(tokens: list[str], stacked: np.ndarray) -> None:
+    """One query token's receptive field, layer by layer; the reach curve above does not read the token."""
     n = len(tokens)
     token = URL.token.widget(st.slider, "receptive field of query token", hi=n - 1, default=n - 1,
                              help="Which keys can influence this token after 1, 2, ... layers?")
-    fields = R.receptive_fields(facts["stacked"], token, MAX_FIELD_ROWS)  # [layer k]
+    fields = R.receptive_fields(stacked, token, MAX_FIELD_ROWS)  # [layer k]
     st.plotly_chart(R.field_figure(fields, tokens, token,
                                    title=f"what can reach {unique_labels(tokens)[token]}, layer by layer"),
                     key="masks.field")
@@ -579,13 +648,15 @@ def influence_section(sel: Selection, d: Drawn, reach: np.ndarray) -> None:
                f"Pairs with a route: {check['route']}; of those with a zero gradient: {check['silent']}.")
 
 
-def graph_panel(sel: Selection, d: Drawn, layer: int) -> None:
-    """Section 4: the mask as a graph: arcs, Laplacian and spectrum, reach by layer, receptive field, influence."""
+def graph_panel(sel: Selection, d: Drawn) -> None:
+    """Section 4: the mask as a graph: arcs, Laplacian and spectrum, reach by layer, receptive field, influence.
+    The arcs and the Laplacian read the layer (fragments it reruns); the reach, the receptive field and the
+    influence map do not (drawn by full runs, the field also by its own token)."""
     tokens = sel.query_tokens
     st.header("4. The mask as a graph")
-    arcs_section(tokens, d.stack[layer], layer)
-    facts = R.graph_facts(d.stack, layer, d.scope == SCOPE_ALL)
-    laplacian_section(tokens, facts)
+    arcs_section(sel, d)
+    laplacian_section(sel, d)
+    facts = graph_facts(d)  # its reach by depth and routes are the same for every layer
     reach_section(tokens, facts, sel.model.cfg.n_layers, d.scope)
     influence_section(sel, d, facts["reach"])
     try_this(
@@ -606,7 +677,6 @@ def timing_rows(b: int, run: int) -> list[dict]:
     return computed("Timing dense and block-sparse attention on this machine ...", R.timing, b, run)
 
 
-@st.fragment  # local: the block size and Measure again redraw only this section
 def cost_panel(d: Optional[Drawn]) -> None:
     """Section 5: allowed pairs against n², and measured dense vs block-sparse time."""
     st.header("5. What sparsity saves")
@@ -626,8 +696,19 @@ def cost_panel(d: Optional[Drawn]) -> None:
         c1.metric("pairs your mask allows (layer 0)", f"{pairs:,}")
         c2.metric("dense pairs n²", f"{n * n:,}")
         c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
+    cost_measured(current)
+    try_this(
+        "Double b: the predicted ratio doubles. Does the measured one follow at large n?",
+        "Press **Measure again**: how much do the times move from run to run on a shared machine?",
+    )
+
+
+@st.fragment  # local: the block size and Measure again redraw only these controls, the two charts and the table
+def cost_measured(current: Optional[tuple[int, int]]) -> None:
+    """The block size, the allowed pairs as n grows and the timed runs; `current` is the drawn mask's
+    (n, allowed pairs of layer 0), None when no mask is drawn. The text and metrics above do not read b."""
     b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY)
-    w = 2 if d is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
+    w = 2 if current is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
     st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs")
     run = st.session_state.setdefault(TIMING_RUN_KEY, 0)
     if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
@@ -644,10 +725,6 @@ def cost_panel(d: Optional[Drawn]) -> None:
                 "A cached measurement: timed once per server for each b and shown to every student") +
                "; **Measure again** times it afresh on this server. Best of 3 calls each. At small n fixed overheads dominate and the ratio stays above b/n; as n grows "
                "the dense n×n buffer gets expensive (memory as well as arithmetic) and the gap opens up.")
-    try_this(
-        "Double b: the predicted ratio doubles. Does the measured one follow at large n?",
-        "Press **Measure again**: how much do the times move from run to run on a shared machine?",
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -670,7 +747,6 @@ def legality_models(data: dict, length: int) -> None:
                       delta=f"{(data['acc'][(name, other)] - data['acc'][(name, own)]) * 100:+.1f} points")
 
 
-@st.fragment  # local: the number of digits redraws only this section
 def legality_panel(device: str) -> None:
     """Section 6: the future-legality task: the bidirectional encoder solves it, the causal decoder cannot."""
     st.header("6. Encoder vs decoder: a rule that comes last")
@@ -685,6 +761,17 @@ def legality_panel(device: str) -> None:
         st.info("The bundled future-legality models are not installed, so this comparison cannot run. Build them "
                 "with `python -m core.train --all`.")
         return
+    legality_compare(device)
+    try_this(
+        "Give the encoder the causal mask (right-hand metric on the left): it falls to about 50%.",
+        f"In the sidebar pick **{R.ENC_ID}** and untick the last column (the rule) in section 1.",
+        "Give the decoder the full mask: it can now see the rule, but was never trained to use it.",
+    )
+
+
+@st.fragment  # local: the number of digits redraws only its slider, the two models' grids and metrics, and the table
+def legality_compare(device: str) -> None:
+    """The two bundled models at the chosen number of digits: masks, accuracies, one example's pull of the rule."""
     length = st.slider("digits per example", 2, 16, 8, key=LEGALITY_LEN_KEY,
                        help="Both models were trained on 8 digits; other lengths test how they generalise.")
     data = R.legality_panel_data(device, length)
@@ -696,8 +783,3 @@ def legality_panel(device: str) -> None:
     st.dataframe(rows_table(A.legality_rows(data, get_task("future-legality").vocab)), hide_index=True,
                  width="stretch", column_config={c: st.column_config.NumberColumn(c, format="%.4f")
                                                  for c in ("encoder: pull of the rule", "decoder: pull of the rule")})
-    try_this(
-        "Give the encoder the causal mask (right-hand metric on the left): it falls to about 50%.",
-        f"In the sidebar pick **{R.ENC_ID}** and untick the last column (the rule) in section 1.",
-        "Give the decoder the full mask: it can now see the rule, but was never trained to use it.",
-    )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Sequence
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from ui import query
 
@@ -24,6 +25,8 @@ def general(value: float) -> str:
     """A number as a person writes it: 0.5, 2, 1e-05 (Python's `g` format)."""
     return f"{value:g}"
 
+
+_ABSENT = object()  # not in the session
 
 # Widgets that take their range as min_value / max_value, and those that take a list of options.
 RANGE_WIDGETS = {"slider", "number_input"}
@@ -78,18 +81,23 @@ class Param:
 
     def widget(self, widget: Callable, label: str, *, default: Any = None, url: bool = True,
                key: str | None = None, lo: Any = None, hi: Any = None, choices: Sequence | None = None,
-               **kwargs) -> Any:
+               reruns: Sequence[str] = (), **kwargs) -> Any:
         """Seed, draw `widget(label, ...)` bound to this parameter's key, and write the URL back.
 
         `lo`, `hi` and `choices` narrow the declared range for this run; other keyword arguments
         go to the widget. A slider whose range has one value is shown as a caption instead (a
-        one-token input must not crash the page)."""
+        one-token input must not crash the page). `reruns`: the keys of the fragments that read this
+        control (`@st.fragment(key=...)`); a change reruns those alone (`rerun_only`), wherever they are
+        on the page, instead of the page or the fragment the control is drawn in."""
         bounds = self.bounds(lo=lo, hi=hi, choices=choices)
         key = key or self.key
         value = self.seed(default=default, url=url, key=key, lo=lo, hi=hi, choices=choices)
         name = getattr(widget, "__name__", "")
         for arg, bound in self.widget_kwargs(name, bounds).items():
             kwargs.setdefault(arg, bound)
+        if reruns:
+            kwargs["on_change"] = rerun_only
+            kwargs["args"] = (self if url and self.written else None, key, default, tuple(reruns))
         if name == "slider" and kwargs.get("min_value") == kwargs.get("max_value"):
             st.caption(f"{label}: {self.text(value)} (the only value here)")
         else:
@@ -100,6 +108,13 @@ class Param:
             self.write(value, default=default)
         return value
 
+    def now(self, default: Any = None) -> Any:
+        """The value the control holds now, from the session: what a fragment rerun by key reads (its arguments
+        are those of the page's last full run). Before the control was first drawn: `default` or the declared
+        one."""
+        value = st.session_state.get(self.key, _ABSENT)
+        return (self.default if default is None else default) if value is _ABSENT else value
+
     def write(self, value: Any, default: Any = None) -> None:
         """Put `value` in the URL (or take the parameter out while it is at its default, if declared so)."""
         default = self.default if default is None else default
@@ -108,6 +123,18 @@ class Param:
     def clear(self) -> None:
         """Take this parameter out of the URL (its control is not on the page now)."""
         query.write(**{self.name: None})
+
+
+def rerun_only(param: Optional[Param], key: str, default: Any, fragments: tuple[str, ...]) -> None:
+    """A control's on_change: rerun only the fragments that read it (Streamlit 1.67 reruns fragments by key
+    from a callback), not the page. The control itself is not drawn again, so its URL parameter is written
+    here (`param` None: it has none)."""
+    if param is not None:
+        param.write(st.session_state[key], default=default)
+    try:
+        st.rerun(list(fragments))
+    except StreamlitAPIException:  # one of them was not drawn on the page's last run (an early return): all of it
+        st.rerun()
 
 
 @dataclass(frozen=True)
@@ -278,6 +305,13 @@ class Multi(Param):
 
     def seed(self, *, default: Any = None, **kwargs) -> Any:
         return super().seed(default=list(self.default if default is None else default), **kwargs)
+
+    def now(self, default: Any = None) -> Any:
+        """The value the control holds now, from the session: what a fragment rerun by key reads (its arguments
+        are those of the page's last full run). Before the control was first drawn: `default` or the declared
+        one."""
+        value = st.session_state.get(self.key, _ABSENT)
+        return (self.default if default is None else default) if value is _ABSENT else value
 
     def write(self, value: Any, default: Any = None) -> None:
         """An empty selection at an empty default leaves the URL (as `omit_default` says)."""

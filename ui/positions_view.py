@@ -6,13 +6,19 @@ Kept in a module (not the page file) so it is compiled once per process. Every c
 parameter of the `URL` table below; cached work comes from ui.positions_runs, numbers from
 core.analysis.positions.
 
-What a click reruns: sections whose controls change only their own figures are fragments
-(`@st.fragment`): the Gram matrix, the shift map, the RoPE shift and decay curves, neighbours,
-order, the scheme swap and extrapolation. The encodings' n, d and base and the RoPE base feed later
-sections (the tables, the neighbour scores), and the RoPE pair, m and n feed the plane and the
-shift below them, all of them above order blindness: the sections from the encodings to the
-neighbours are one fragment (`encoding_sections`), so those controls redraw them and not the
-order, swap and extrapolation sections.
+What a click reruns: in sections whose controls change only their own figures, the part that reads
+those controls is a fragment (`@st.fragment`): the Gram matrix, the shift map, the RoPE shift, the
+decay curves (`decay_curves`), neighbours (`neighbour_draws`), order (`order_pair`), the scheme swap
+(`swap_draws`) and extrapolation (`extrapolation_ask` before the run, `extrapolation_length` after:
+the curves above the length slider do not read it). The headers, explanations, formulas and "Try
+this" boxes around such a part are drawn on full runs only. The encodings' n, d and base and the
+RoPE base, pair, m and n feed sections 1-4 (`encoding_sections`) and nothing below them. They are
+drawn outside every fragment, and each part of sections 1-4 that reads one of them is a fragment
+with a key, which those controls rerun by key (`rerun_only`, the READS_* tuples): n, d and the base
+rerun the sinusoidal table, the wavelengths, the Gram matrix and the shift map (d and the base also
+the neighbours' scores); the RoPE base reruns the plane, the RoPE shift and the neighbours; the pair
+only the plane; m and n the plane and the RoPE shift. The learned table, the decay curves, the text
+around them and the order, swap and extrapolation sections are not drawn again.
 """
 
 from __future__ import annotations
@@ -151,16 +157,34 @@ def base_text(b: float) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+# The fragments of sections 1-4 that read the encodings' and RoPE's controls, by what they read: a control
+# reruns only those (`rerun_only`), not the text, formulas, learned table, decay curves and prompts around
+# them, which none of the seven changes.
+ENC_TABLE, ENC_WAVES, ENC_GRAM, ENC_SHIFT = (
+    "positions.encoding.table", "positions.encoding.wavelengths", "positions.encoding.gram",
+    "positions.encoding.shift")
+ENC_PLANE, ENC_ROPE_SHIFT, ENC_NEIGH = (
+    "positions.encoding.rope_plane", "positions.encoding.rope_shift", "positions.encoding.neighbours")
+READS_LENGTH = (ENC_TABLE, ENC_WAVES, ENC_GRAM, ENC_SHIFT)  # n
+READS_TABLE = (ENC_TABLE, ENC_WAVES, ENC_GRAM, ENC_SHIFT, ENC_NEIGH)  # d and the base (the neighbours' sinusoids)
+READS_ROPE_BASE = (ENC_PLANE, ENC_ROPE_SHIFT, ENC_NEIGH)
+READS_PAIR = (ENC_PLANE,)
+READS_ROPE_POSITIONS = (ENC_PLANE, ENC_ROPE_SHIFT)  # m and n
+
+
 @dataclass(frozen=True)
-class Tables:
-    """What section 1 chose, which sections 2 and 4 reuse: the sinusoidal table's size and base, and the
-    learned table shown next to it (None when no model with one is installed)."""
+class Table:
+    """What section 1 chose, which sections 2 and 4 reuse: the sinusoidal table's size and base."""
 
     n: int
     d: int
     base: float
-    learned_id: str
-    learned: Optional[np.ndarray]
+
+
+def table_now() -> Table:
+    """The table the controls of section 1 hold now, read from the session: a fragment that they rerun sees the
+    new values (its arguments are those of the page's last full run, where `encodings_panel` drew them)."""
+    return Table(URL.pe_n.now(), URL.pe_d.now(), URL.base.now())
 
 
 def learned_source(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
@@ -172,8 +196,9 @@ def learned_source(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
     return learned_id, None
 
 
-def encodings_panel(sel: Selection) -> Tables:
-    """The sinusoidal table with its n, d and base, the learned table beside it, and each pair's wavelength."""
+def encodings_panel(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
+    """The sinusoidal table with its n, d and base, the learned table beside it, and each pair's wavelength.
+    Returns the learned table's model id and the table (None when no model with one is installed)."""
     st.header("1. What the encodings look like")
     st.markdown(
         "The sinusoidal table gives position *p* one row of *d* numbers. Dimensions come in pairs: "
@@ -186,26 +211,40 @@ def encodings_panel(sel: Selection) -> Tables:
     st.latex(r"PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right),\quad PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right),"
              r"\quad \omega_i = b^{-2i/d},\quad \lambda_i = 2\pi\, b^{2i/d}")
     c1, c2, c3 = st.columns(3)
-    n = URL.pe_n.widget(c1.slider, "Sequence length n", help=f"Capped at {MAX_N} positions.")
-    d = URL.pe_d.widget(c2.slider, "Model width d (even)", step=2)
-    base = URL.base.widget(c3.select_slider, "Base b", format_func=base_text)
+    URL.pe_n.widget(c1.slider, "Sequence length n", help=f"Capped at {MAX_N} positions.", reruns=READS_LENGTH)
+    URL.pe_d.widget(c2.slider, "Model width d (even)", step=2, reruns=READS_TABLE)
+    URL.base.widget(c3.select_slider, "Base b", format_func=base_text, reruns=READS_TABLE)
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(R.encoding_figure(R.sinusoidal_table(n, d, base),
-                                          f"Sinusoidal table (n = {n}, d = {d}, b = {base:,})"),
-                        key="positions.fig_table")
+        table_chart()
     learned_id, learned = learned_source(sel)
     with right:
         learned_table_view(learned_id, learned)
-    st.plotly_chart(R.wavelength_figure(R.wavelengths(d, base), n,
-                                        "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths")
+    wavelength_chart()
     try_this(
         "Set the base to 10: the slowest pair now repeats after about 60 positions, so with n = 256 rows far "
         "apart share fingerprints (look for repeating bands on the right of the table).",
         "Drop d to 8: only four pairs are left, and the table on the left becomes four sets of stripes.",
         "Compare the learned table with the sinusoidal one: does the learned one have any smooth structure?",
     )
-    return Tables(n, d, base, learned_id, learned)
+    return learned_id, learned
+
+
+@st.fragment(key=ENC_TABLE)  # n, d and the base rerun it (rerun_only)
+def table_chart() -> None:
+    """The sinusoidal table at the n, d and base the controls hold now."""
+    t = table_now()
+    st.plotly_chart(R.encoding_figure(R.sinusoidal_table(t.n, t.d, t.base),
+                                      f"Sinusoidal table (n = {t.n}, d = {t.d}, b = {t.base:,})"),
+                    key="positions.fig_table")
+
+
+@st.fragment(key=ENC_WAVES)  # n, d and the base rerun it (rerun_only)
+def wavelength_chart() -> None:
+    """Each dimension pair's wavelength at the d and base the controls hold now, against n."""
+    t = table_now()
+    st.plotly_chart(R.wavelength_figure(R.wavelengths(t.d, t.base), t.n,
+                                        "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths")
 
 
 def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
@@ -226,8 +265,9 @@ def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def relative_panel(sel: Selection, t: Tables) -> None:
-    """Why only t − u matters: the Gram matrix and its diagonals, then the shift map M_k."""
+def relative_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
+    """Why only t − u matters: the Gram matrix and its diagonals, then the shift map M_k. `learned_id`: the
+    model whose learned table the Gram matrix may show instead (`has_learned`: it is installed)."""
     st.header("2. Relative position: only the offset t − u matters")
     st.markdown(
         "Take the dot product of two rows of the table. Each pair contributes "
@@ -239,8 +279,8 @@ def relative_panel(sel: Selection, t: Tables) -> None:
     st.latex(r"PE_t\cdot PE_u = \sum_i \cos\big(\omega_i (t-u)\big)")
     st.latex(r"PE_{p+k} = M_k\, PE_p,\qquad "
              r"M_k = \mathrm{diag}_i\begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}")
-    gram_panel(sel, t)
-    shift_panel(t)
+    gram_panel(sel, learned_id, has_learned)
+    shift_panel()
     try_this(
         "Switch the Gram matrix to the learned table: the diagonals are no longer constant (watch the spread number).",
         "Set k to 0: M_0 is the identity. Set k to 1 and hover the first block: cos ω_0 and sin ω_0 with ω_0 = 1.",
@@ -248,15 +288,16 @@ def relative_panel(sel: Selection, t: Tables) -> None:
     )
 
 
-@st.fragment  # local: the Gram radio redraw only this section
-def gram_panel(sel: Selection, t: Tables) -> None:
+@st.fragment(key=ENC_GRAM)  # local: the Gram radio redraws only this section; n, d and the base rerun it (rerun_only)
+def gram_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
     """The Gram matrix of the sinusoidal (or learned) table, and each diagonal against t − u."""
+    t = table_now()
     labels = {"sinusoidal": f"the sinusoidal table above (n={t.n}, d={t.d})",
-              "learned": f"the learned table of {t.learned_id}"}
+              "learned": f"the learned table of {learned_id}"}
     gram_of = URL.gram.widget(st.radio, "Gram matrix of", horizontal=True, format_func=labels.get,
-                              choices=("sinusoidal", "learned") if t.learned is not None else ("sinusoidal",))
+                              choices=("sinusoidal", "learned") if has_learned else ("sinusoidal",))
     gram, profile, closed = (R.sinusoidal_gram(t.n, t.d, t.base) if gram_of == "sinusoidal"
-                             else R.learned_gram(t.learned_id, sel.device))
+                             else R.learned_gram(learned_id, sel.device))
     left, right = st.columns(2)
     with left:
         st.plotly_chart(R.gram_figure(gram, "Gram matrix PE · PEᵀ"), key="positions.fig_gram")
@@ -267,9 +308,10 @@ def gram_panel(sel: Selection, t: Tables) -> None:
               help="Zero (up to rounding) means the Gram matrix depends on t − u only.")
 
 
-@st.fragment  # local: the offset k redraw only this section
-def shift_panel(t: Tables) -> None:
+@st.fragment(key=ENC_SHIFT)  # local: the offset k redraws only this section; n, d and the base rerun it (rerun_only)
+def shift_panel() -> None:
     """M_k for the chosen offset k, and how closely it moves every row of the table by k."""
+    t = table_now()
     st.subheader("The shift map M_k")
     k = URL.k.widget(st.slider, "Offset k")
     m_k, err_k = R.shift_map(k, t.n, t.d, t.base)
@@ -288,8 +330,24 @@ def shift_panel(t: Tables) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def rope_panel() -> float:
-    """One query and one key turned pair by pair; then q·k under a common shift. Returns the RoPE base."""
+@dataclass(frozen=True)
+class Rope:
+    """What section 3 chose: the RoPE base, the dimension pair and the query and key positions."""
+
+    base: float
+    pair: int
+    m: int
+    n: int
+
+
+def rope_now() -> Rope:
+    """The RoPE controls of section 3 as they are now, read from the session: a fragment that they rerun sees the
+    new values (its arguments are those of the page's last full run, where `rope_panel` drew them)."""
+    return Rope(URL.rope_base.now(), URL.pair.now(), URL.m.now(), URL.n.now())
+
+
+def rope_panel() -> None:
+    """One query and one key turned pair by pair; then q·k under a common shift; then the decay bound."""
     st.header("3. RoPE: turn q and k instead of adding a table")
     st.markdown(
         "Rotary embeddings leave the residual stream alone. Inside attention, each pair of a query's "
@@ -302,19 +360,18 @@ def rope_panel() -> float:
     st.latex(r"R(m\theta_i) = \begin{pmatrix}\cos m\theta_i & -\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix},"
              r"\quad \theta_i = b^{-2i/d_{head}},\qquad (R_m q)\cdot(R_n k) = q^\top R_{n-m}\,k")
     c1, c2, c3, c4 = st.columns(4)
-    rope_base = URL.rope_base.widget(c1.select_slider, "RoPE base b", format_func=base_text)
-    pair = URL.pair.widget(c2.slider, "Dimension pair i")
-    m_pos = URL.m.widget(c3.slider, "Query position m")
-    n_pos = URL.n.widget(c4.slider, "Key position n")
-    rope_plane(rope_base, pair, m_pos, n_pos)
-    rope_shift_panel(rope_base, m_pos, n_pos)
+    URL.rope_base.widget(c1.select_slider, "RoPE base b", format_func=base_text, reruns=READS_ROPE_BASE)
+    URL.pair.widget(c2.slider, "Dimension pair i", reruns=READS_PAIR)
+    URL.m.widget(c3.slider, "Query position m", reruns=READS_ROPE_POSITIONS)
+    URL.n.widget(c4.slider, "Key position n", reruns=READS_ROPE_POSITIONS)
+    rope_plane()
+    rope_shift_panel()
     try_this(
         "Pick pair 0 and step m by one: the query arrow turns by a full radian each step. Pick pair 7: it barely moves.",
         "Set m = n: whatever the shift, q·k is the same number (the arrows keep their starting angle).",
         "Lower the RoPE base to 10: the slow pairs speed up and the stripes in the grid get narrower.",
     )
     decay_panel(st.session_state.get(DECAY_SOURCE) or decay_source(None))
-    return rope_base
 
 
 def decay_source(sel: Optional[Selection]) -> tuple[Optional[str], str, str]:
@@ -331,10 +388,8 @@ def decay_source(sel: Optional[Selection]) -> tuple[Optional[str], str, str]:
     return fallback, device, f"the bundled {fallback} model{why}"
 
 
-@st.fragment  # local: the base and head width of the decay curves redraw only this section
 def decay_panel(source: tuple[Optional[str], str, str]) -> None:
     """RoFormer's upper bound on |q·k| against m − n, next to the mean |q·k| of random and of trained vectors."""
-    model_id, device, why = source
     st.subheader("Does RoPE make far-apart tokens score lower? Only the bound says so")
     st.markdown(
         "The RoPE paper (RoFormer) argues that attention fades with distance. Write pair i of q and of k as a "
@@ -353,6 +408,21 @@ def decay_panel(source: tuple[Optional[str], str, str]) -> None:
     st.latex(r"\big|(R_m q)^\top (R_n k)\big| \le \max_j |h_{j} - h_{j-1}| \sum_{j=1}^{d/2} |S_j|,\qquad "
              r"\text{relative bound} = \frac{\sum_{j=1}^{d/2} |S_j(m-n)|}{\sum_{j=1}^{d/2} |S_j(0)|}"
              r" = \frac{\sum_j |S_j(m-n)|}{\tfrac{d}{4}\left(\tfrac{d}{2}+1\right)}")
+    decay_curves(source)
+    try_this(
+        "Set d to 128 and b to 10,000 (the paper's setting): the black bound falls to about a quarter by m − n = 200, "
+        "while the blue random curve stays on 1.",
+        "Slide the base down to 10: the bound drops within a few positions and then wobbles: the fast pairs "
+        "scatter the turns almost at once.",
+        "Compare the dotted model curve with the bound: do the trained queries and keys really score far keys lower?",
+    )
+
+
+@st.fragment  # local: the base and head width redraw only these controls, the decay curves and their metrics
+def decay_curves(source: tuple[Optional[str], str, str]) -> None:
+    """The decay section's controls, the bound and the mean |q·k| curves, and their far-half numbers: all
+    that reads the base and the head width (the derivation above and the prompts below are drawn once)."""
+    model_id, device, why = source
     c1, c2 = st.columns(2)
     base = URL.decay_base.widget(c1.select_slider, "Base b (for all three curves)", format_func=base_text)
     d_head = URL.decay_d.widget(c2.radio, "Head width d (bound and random vectors)", horizontal=True)
@@ -374,17 +444,13 @@ def decay_panel(source: tuple[Optional[str], str, str]) -> None:
     c2.metric("Random |q·k|, far half vs distance 0", f"{curves.relative(curves.random_mean)[far].mean():.2f}")
     if model_rel is not None:
         c3.metric("Model |q·k|, far half vs distance 0", f"{model_rel[far].mean():.2f}")
-    try_this(
-        "Set d to 128 and b to 10,000 (the paper's setting): the black bound falls to about a quarter by m − n = 200, "
-        "while the blue random curve stays on 1.",
-        "Slide the base down to 10: the bound drops within a few positions and then wobbles: the fast pairs "
-        "scatter the turns almost at once.",
-        "Compare the dotted model curve with the bound: do the trained queries and keys really score far keys lower?",
-    )
 
 
-def rope_plane(rope_base: float, pair: int, m_pos: int, n_pos: int) -> None:
+@st.fragment(key=ENC_PLANE)  # the RoPE base, the pair, m and n rerun it (rerun_only)
+def rope_plane() -> None:
     """Where one pair of q and of k lands at every position, with the chosen m and n marked."""
+    rope = rope_now()
+    rope_base, pair, m_pos, n_pos = rope.base, rope.pair, rope.m, rope.n
     theta, trail_q, trail_k = R.rope_pair(rope_base, pair, ROPE_MAX_POS)  # trails: [pos 2]
     left, right = st.columns([3, 2])
     with left:
@@ -400,9 +466,11 @@ def rope_plane(rope_base: float, pair: int, m_pos: int, n_pos: int) -> None:
                     f"angle the pair started with. Move m and n by the same amount: both arrows turn together.")
 
 
-@st.fragment  # local: the shift s redraw only this section
-def rope_shift_panel(rope_base: float, m_pos: int, n_pos: int) -> None:
+@st.fragment(key=ENC_ROPE_SHIFT)  # local: the shift s redraws only it; the RoPE base, m and n rerun it (rerun_only)
+def rope_shift_panel() -> None:
     """q·k before and after shifting both positions by s, and the q·k grid over (m, n)."""
+    rope = rope_now()
+    rope_base, m_pos, n_pos = rope.base, rope.m, rope.n
     st.subheader("Shift both positions: q·k stays put")
     s = URL.s.widget(st.slider, "Shift s (added to m and n)")
     if m_pos + s < 0 or n_pos + s < 0:
@@ -437,8 +505,7 @@ def neighbour_positions(window: int, t1: int, t2: int) -> tuple[int, int]:
     return max(t1, window), max(t2, window)
 
 
-@st.fragment  # local: the window, the two query positions and the score source redraw only this section
-def neighbour_panel(t: Tables, rope_base: float) -> None:
+def neighbour_panel() -> None:
     """Attention built from positions alone around two query positions: the same pattern at 7 and 107."""
     st.header("4. Translation invariance: position 7 and position 107 see the same neighbourhood")
     st.markdown(
@@ -450,13 +517,26 @@ def neighbour_panel(t: Tables, rope_base: float) -> None:
     )
     st.latex(r"a_t(u) = \mathrm{softmax}_{u\in[t-w,\,t+w]}\ \frac{q_t\cdot k_u}{\sqrt d}")
     st.latex(r"q_t\cdot k_u = f(u - t)\ \Rightarrow\ a_7(7+\delta) = a_{107}(107+\delta)")
+    neighbour_draws()
+    try_this(
+        "Choose 'sinusoidal + projections': the two bar sets now differ. Then choose 'rope': identical again.",
+        "Move the second query to 4000: the raw sinusoidal and RoPE patterns still match to rounding.",
+    )
+
+
+@st.fragment(key=ENC_NEIGH)  # local: its controls redraw only it; d, the base and the RoPE base rerun it (rerun_only)
+def neighbour_draws() -> None:
+    """The neighbours' controls, the two attention patterns and their largest gap: all that reads the window,
+    the query positions and the score source, or section 1's d and base and section 3's RoPE base (the
+    explanation above and the prompts below are drawn once)."""
     c1, c2, c3, c4 = st.columns(4)
     window = URL.window.widget(c3.slider, "Window w (neighbours each side)")
     t1 = URL.t1.widget(c1.number_input, "First query position")
     t2 = URL.t2.widget(c2.number_input, "Second query position")
     neigh = URL.neigh.widget(c4.radio, "Scores from")
     t1, t2 = neighbour_positions(window, t1, t2)
-    d, base = (t.d, t.base) if neigh != "rope" else (ROPE_D_HEAD, rope_base)
+    t, rope = table_now(), rope_now()
+    d, base = (t.d, t.base) if neigh != "rope" else (ROPE_D_HEAD, rope.base)
     offsets, w1 = R.neighbour_attention(neigh, int(t1), window, d, base)
     _, w2 = R.neighbour_attention(neigh, int(t2), window, d, base)
     left, right = st.columns([3, 1])
@@ -467,21 +547,17 @@ def neighbour_panel(t: Tables, rope_base: float) -> None:
     with right:
         st.metric("Max difference", f"{np.abs(w1 - w2).max():.1e}", help="Largest gap between the two attention patterns.")
         st.caption("Sinusoidal uses the d and base of section 1; RoPE those of section 3.")
-    try_this(
-        "Choose 'sinusoidal + projections': the two bar sets now differ. Then choose 'rope': identical again.",
-        "Move the second query to 4000: the raw sinusoidal and RoPE patterns still match to rounding.",
-    )
 
 
-@st.fragment  # n, d, base and the RoPE controls feed sections 1-4 only: a change redraws those alone
 def encoding_sections(sel: Selection) -> None:
-    """Sections 1 to 4 (the encodings, relative position, RoPE, neighbours), which read the encodings' and
-    RoPE's controls."""
+    """Sections 1 to 4 (the encodings, relative position, RoPE, neighbours), whose figures read the encodings'
+    and RoPE's controls: each part that does is a fragment the controls rerun by key, so a change redraws those
+    parts and nothing else."""
     with offscreen.section_group("positions"):
-        tables = encodings_panel(sel)
-        relative_panel(sel, tables)
-        rope_base = rope_panel()
-        neighbour_panel(tables, rope_base)
+        learned_id, learned = encodings_panel(sel)
+        relative_panel(sel, learned_id, learned is not None)
+        rope_panel()
+        neighbour_panel()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,7 +565,6 @@ def encoding_sections(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: the example pair, scheme and shuffle redraw only this section
 def order_panel(sel: Selection) -> None:
     """An encoder run on one input in two orders: with no positions, B's rows are A's rows reordered."""
     st.header("5. Without positions, order is invisible")
@@ -552,8 +627,10 @@ def order_inputs(sel: Selection, names: tuple[str, ...]) -> OrderPair:
     return OrderPair(model_id, model, scheme_choice, tokens_a, tokens_b, blurb)
 
 
+@st.fragment  # local: the example pair, scheme and shuffle redraw only these controls, the answers and the check
 def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
-    """The two inputs, what the model answers for each, and the equivariance check under one scheme."""
+    """The two inputs, what the model answers for each, and the equivariance check under one scheme: all that
+    reads the pair, scheme and shuffle controls (the explanation above and the prompts below are drawn once)."""
     pair = order_inputs(sel, names)
     model_id, model, tokens_a, tokens_b = pair.model_id, pair.model, pair.tokens_a, pair.tokens_b
     own = model.cfg.pos
@@ -591,7 +668,6 @@ def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: the swapped scheme, layer and head redraw only this section
 def swap_panel(sel: Selection) -> None:
     """The sidebar's model run with its trained scheme and with another: one head's pattern and accuracy."""
     native = sel.model.cfg.pos
@@ -603,9 +679,7 @@ def swap_panel(sel: Selection) -> None:
         "lose their footing. Compare one head's pattern and the task accuracy before and after."
     )
     st.latex(r"\text{model}(x;\ \text{pos}=\text{trained}) \quad\text{vs}\quad \text{model}(x;\ \text{pos}=\text{other})")
-    swap, layer, head = swap_controls(sel)
-    swap_patterns(sel, swap, layer, head)
-    swap_accuracy_panel(sel, swap)
+    swap_draws(sel)
     if sel.model.is_encoder_decoder:
         st.caption("For this encoder-decoder the pattern shown is the encoder's self-attention; the accuracy "
                    "swaps the scheme in both stacks.")
@@ -615,6 +689,15 @@ def swap_panel(sel: Selection) -> None:
         "Pick induction-none and give it sinusoidal positions it never saw: does adding information help or hurt?",
         "Pick sort-decoder and remove its positions: sorting needs no order in the input, but the output side does.",
     )
+
+
+@st.fragment  # local: the swapped scheme, layer and head redraw only these controls, the patterns and the accuracy
+def swap_draws(sel: Selection) -> None:
+    """The swap's controls, one head's pattern under both schemes and the accuracy under both: all that reads
+    the scheme, layer and head (the explanation above and the prompts below are drawn once)."""
+    swap, layer, head = swap_controls(sel)
+    swap_patterns(sel, swap, layer, head)
+    swap_accuracy_panel(sel, swap)
 
 
 def swap_controls(sel: Selection) -> tuple[str, int, int]:
@@ -695,7 +778,6 @@ def training_tokens() -> tuple[int, int]:
     return train_len, 2 * train_len + 1
 
 
-@st.fragment  # local: the Evaluate button and the length slider redraw only this section
 def extrapolation_panel(sel: Selection) -> None:
     """The four induction models scored at longer and longer inputs (run when asked, or by a link with ext=)."""
     st.header("7. Longer than anything seen in training")
@@ -714,14 +796,8 @@ def extrapolation_panel(sel: Selection) -> None:
     if not ext_ids:
         st.info("The induction models (induction-none, -sinusoidal, -learned, -rope) are not installed.")
         URL.ext.clear()
-    elif not st.session_state[EXT_READY]:
-        st.markdown(f"Scoring {len(ext_ids)} models at {len(EXT_LENGTHS)} lengths on {EXT_SAMPLES} examples each "
-                    "takes a few seconds, so it runs when you ask (and is then kept for everyone).")
-        URL.ext.clear()
-        if st.button("Evaluate the induction models at every length", key="positions.ext_go",
-                     icon=":material/play_arrow:"):
-            st.session_state[EXT_READY] = True
-            st.rerun()
+    elif not st.session_state[EXT_READY]:  # only the button below changes it, and it reruns the whole page
+        extrapolation_ask(ext_ids)
     else:
         extrapolation_curves(sel, ext_ids, train_tokens)
     try_this(
@@ -729,6 +805,19 @@ def extrapolation_panel(sel: Selection) -> None:
         "Slide past it: which scheme degrades slowest? Is it the one with no positions at all?",
         f"In the sidebar pick induction-learned and type more than {train_tokens} tokens: the sidebar refuses it too.",
     )
+
+
+@st.fragment  # local: the Evaluate button redraws only this note and itself (then reruns the whole page)
+def extrapolation_ask(ext_ids: tuple) -> None:
+    """What the evaluation costs and the button that starts it; a click sets EXT_READY and reruns the whole
+    page, which then draws the curves instead."""
+    st.markdown(f"Scoring {len(ext_ids)} models at {len(EXT_LENGTHS)} lengths on {EXT_SAMPLES} examples each "
+                "takes a few seconds, so it runs when you ask (and is then kept for everyone).")
+    URL.ext.clear()
+    if st.button("Evaluate the induction models at every length", key="positions.ext_go",
+                 icon=":material/play_arrow:"):
+        st.session_state[EXT_READY] = True
+        st.rerun()
 
 
 def extrapolation_curves(sel: Selection, ext_ids: tuple, train_tokens: int) -> None:
@@ -743,6 +832,13 @@ def extrapolation_curves(sel: Selection, ext_ids: tuple, train_tokens: int) -> N
                                            f"Induction accuracy against input length ({EXT_SAMPLES} examples a point)"),
                     key="positions.fig_ext")
     st.caption("x marks on the floor: the learned model refused those lengths (it was not scored as 0; it could not run).")
+    extrapolation_length(args)
+
+
+@st.fragment  # local: the length slider redraws only itself, the refusals and the table at that length
+def extrapolation_length(args: tuple) -> None:
+    """One length up close: the slider, any refusals and the accuracy table at that length (the curves above
+    do not read the slider, so they are drawn once)."""
     ext_len = URL.ext.widget(st.select_slider, "Look at one length (repeat of up to L letters)",
                              format_func=lambda L: f"L = {L} ({2 * L + 1} tokens)")
     ext_table, refusals = R.length_view(*args, ext_len)

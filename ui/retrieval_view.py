@@ -6,10 +6,13 @@ The numbers come from core.analysis.retrieval (math) and core.analysis.recall (m
 cached runs and figures from ui.retrieval_runs.
 
 What a click reruns: the five panels share nothing but the sidebar (the device the models run on),
-so each panel is a fragment (`@st.fragment`) and its controls redraw only that panel: the points
-preset, their table, x₀, |q| and the tilt (1); the database preset, its table, the query direction
-and β (2); layer and head (3); the scaled position, α and the model shown (4); the stretch and |q|
-(5). The sidebar reruns the whole page. A fragment rerun still writes its parameters to the URL.
+so each panel holds a fragment (`@st.fragment`) and its controls redraw only that fragment: the points
+preset, their table, x₀, |q| and the tilt (1, `kernel_smoother`); the database preset, its table, the
+query direction and β (2, `lookup_sweep`); layer and head (3, `tied_span`: the pickers and the span
+figure only); the scaled position, α and the model shown (4, `hijack_attack`); the stretch and |q|
+(5, `equivalence_keys`). A panel's heading, explanation and "Try this" sit outside its fragment, and so
+do panel 3's accuracies and table over every head, so a click does not redraw them. The sidebar
+reruns the whole page. A fragment rerun still writes its parameters to the URL.
 """
 
 from __future__ import annotations
@@ -119,8 +122,8 @@ def points_table() -> tuple[np.ndarray, np.ndarray]:
         return x0, y0
 
 
-@st.fragment  # local: the points, their table, x₀, |q| and the tilt redraw only this panel
 def kernel_panel() -> None:
+    """Panel 1: the kernel-smoothing reading; its heading, explanation and 'Try this' sit outside the fragment."""
     st.header("1. Attention is a kernel smoother")
     st.markdown(
         "Put points $(x_j, y_j)$ on a line and ask for the value at a new position. A **kernel smoother** "
@@ -133,6 +136,22 @@ def kernel_panel() -> None:
     st.latex(r"e^{q\cdot k} = e^{-|q-k|^2/2}\; e^{|q|^2/2}\; e^{|k|^2/2}")
     st.latex(r"\text{all } |k_j| \text{ equal},\ q = |q|\,u:\qquad \operatorname{softmax}_j(q\cdot k_j) = "
              r"\frac{\exp(-|u-k_j|^2\,|q|/2)}{\sum_i \exp(-|u-k_i|^2\,|q|/2)}")
+    kernel_smoother()
+    try_this(
+        "Raise |q| from 5 to 500: the kernel narrows and the estimate follows the points more closely (and more "
+        "noisily). The measured width falls like 1/√|q|.",
+        "Read the last column of the bandwidth table: the prediction is a few percent off for a short query (a "
+        "wide kernel is not yet a Gaussian: it wraps round the circle) and within a fraction of a percent from "
+        "|q| ≈ 30 on.",
+        "Set the tilt to 1: the blue and orange curves come apart, most where the keys' norms differ most from "
+        "the query's side. Back to 0, the printed difference drops to about 1e-16.",
+        "Pick the step preset and a large |q|: the estimate jumps sharply at 0.5. A small |q| blurs the step.")
+
+
+@st.fragment  # local: the points, x₀, |q| and the tilt redraw only these controls, the figures and tables
+def kernel_smoother() -> None:
+    """The points, the query's controls, the kernel and the estimate. The bandwidth table does not read them,
+    but it sits between the estimate's message and the downloads row (whose first button does), so it stays."""
     x, y = points_table()
     c1, c2, c3 = st.columns(3)
     qx = URL.qx.widget(c1.slider, "Query position x₀", step=0.01)
@@ -171,15 +190,6 @@ def kernel_panel() -> None:
         csv_button(curves, "retrieval_estimates", "retrieval.csv_estimates")
     with c2:
         csv_button(rows, "retrieval_bandwidths", "retrieval.csv_bandwidths")
-    try_this(
-        "Raise |q| from 5 to 500: the kernel narrows and the estimate follows the points more closely (and more "
-        "noisily). The measured width falls like 1/√|q|.",
-        "Read the last column of the bandwidth table: the prediction is a few percent off for a short query (a "
-        "wide kernel is not yet a Gaussian: it wraps round the circle) and within a fraction of a percent from "
-        "|q| ≈ 30 on.",
-        "Set the tilt to 1: the blue and orange curves come apart, most where the keys' norms differ most from "
-        "the query's side. Back to 0, the printed difference drops to about 1e-16.",
-        "Pick the step preset and a large |q|: the estimate jumps sharply at 0.5. A small |q| blurs the step.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,8 +216,8 @@ def database_table() -> tuple[np.ndarray, np.ndarray]:
         return keys0, values0
 
 
-@st.fragment  # local: the database, its table, the direction and β redraw only this panel
 def lookup_panel() -> None:
+    """Panel 2: the soft lookup; its heading, explanation and 'Try this' sit outside the fragment."""
     st.header("2. A soft database that hardens into a lookup")
     st.markdown(
         "Read attention as a database query. Every row holds a key and a value; the query scores every key, and "
@@ -218,6 +228,20 @@ def lookup_panel() -> None:
     st.latex(r"\text{out}(\beta) = \sum_j \frac{e^{\beta\, q\cdot k_j}}{\sum_i e^{\beta\, q\cdot k_i}}\, v_j"
              r"\;\xrightarrow{\ \beta\to 0\ }\; \frac{1}{n}\sum_j v_j,\qquad"
              r"\xrightarrow{\ \beta\to\infty\ }\; \frac{1}{|J^*|}\sum_{j\in J^*} v_j,\quad J^* = \arg\max_j q\cdot k_j")
+    lookup_sweep()
+    try_this(
+        "Slide β from 0.01 to 1000: the output leaves the dotted mean line and settles on the best key's value; "
+        "the entropy falls from ln n to 0.",
+        "Choose the tie preset: two keys sit 30° either side of the query. The output stops at 4, halfway between "
+        "2 and 6, and the best weight flattens at 0.5. Turn the query a few degrees and the tie breaks.",
+        "Choose the long key preset: the arrow far from the query still wins at large β, because it has the largest "
+        "dot product. Panel 5 asks when the winner is the nearest key.")
+
+
+@st.fragment  # local: the database, the direction and β redraw only these controls and the two figures
+def lookup_sweep() -> None:
+    """The database, the query's direction and β, the keys with their weights and the sweep over β: all of
+    it follows the table and the two sliders."""
     keys, values = database_table()
     c1, c2 = st.columns(2)
     angle = URL.angle.widget(c1.slider, "Query direction (degrees from the first axis)", step=1.0)
@@ -245,13 +269,6 @@ def lookup_panel() -> None:
                 f"{result.beta_one_hot:.4g}.")
     csv_button(partial(pd.DataFrame, {"beta": result.betas, "output": result.output, "best_weight": result.best_weight,
                                       "entropy_nats": result.entropy}), "retrieval_beta_sweep", "retrieval.csv_sweep")
-    try_this(
-        "Slide β from 0.01 to 1000: the output leaves the dotted mean line and settles on the best key's value; "
-        "the entropy falls from ln n to 0.",
-        "Choose the tie preset: two keys sit 30° either side of the query. The output stops at 4, halfway between "
-        "2 and 6, and the best weight flattens at 0.5. Turn the query a few degrees and the tie breaks.",
-        "Choose the long key preset: the arrow far from the query still wins at large β, because it has the largest "
-        "dot product. Panel 5 asks when the winner is the nearest key.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,8 +276,9 @@ def lookup_panel() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: layer and head redraw only this panel
 def tied_panel(sel: Selection) -> None:
+    """Panel 3: the tied and untied recall models. Only the span figure reads layer and head; the
+    accuracies, the table over every head and the text around them sit outside the fragment."""
     st.header("3. Keys address, values carry content (V = K)")
     st.markdown(
         "A key says *where* to look; a value says *what* to bring back. Two models were trained on the same "
@@ -275,15 +293,7 @@ def tied_panel(sel: Selection) -> None:
     for col, mid in zip(cols, R.TIED_PAIR):
         col.metric(f"{MODEL_NAMES[mid]} ({mid})", f"{accuracies[mid]:.1%}",
                    help=f"accuracy on {R.N_ACCURACY} fresh recall examples")
-    c1, c2 = st.columns(2)
-    layer = URL.layer.widget(c1.segmented_control, "Layer", required=True)
-    head = URL.head.widget(c2.segmented_control, "Head", required=True)
-    reports = {mid: R.span_report(mid, sel.device) for mid in R.TIED_PAIR}
-    points = {f"{MODEL_NAMES[mid]}": (reports[mid].inside[layer, head], reports[mid].outside[layer, head])
-              for mid in R.TIED_PAIR}
-    st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position, "
-                                                f"split against the span of the keys it could see"),
-                    key="retrieval.span")
+    tied_span(sel)
     rows, tied_worst, untied_median = R.span_table(sel.device)
     number_table(rows, {"largest relative residual": "%.2e", "median relative residual": "%.2e"})
     st.markdown(
@@ -304,13 +314,28 @@ def tied_panel(sel: Selection) -> None:
         "How far above chance (one in five pairs) does it get?")
 
 
+@st.fragment  # local: layer and head redraw only these two controls and the span figure
+def tied_span(sel: Selection) -> None:
+    """The layer and head pickers and one head's outputs split against the span of its keys: the only
+    part of the panel that reads them."""
+    c1, c2 = st.columns(2)
+    layer = URL.layer.widget(c1.segmented_control, "Layer", required=True)
+    head = URL.head.widget(c2.segmented_control, "Head", required=True)
+    reports = {mid: R.span_report(mid, sel.device) for mid in R.TIED_PAIR}
+    points = {f"{MODEL_NAMES[mid]}": (reports[mid].inside[layer, head], reports[mid].outside[layer, head])
+              for mid in R.TIED_PAIR}
+    st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position, "
+                                                f"split against the span of the keys it could see"),
+                    key="retrieval.span")
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Hijacking by a large-norm key
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: position, α and the model shown redraw only this panel
 def hijack_panel(sel: Selection) -> None:
+    """Panel 4: one huge key; its heading, explanation and 'Try this' sit outside the fragment."""
     st.header("4. Hijacking attention with one huge key")
     st.markdown(
         "A dot product grows with the length of the key, so one key made long enough outscores every other, "
@@ -320,6 +345,19 @@ def hijack_panel(sel: Selection) -> None:
         "with a defence: every key's norm clipped to 2, and cosine scores that ignore the key's length.")
     st.latex(r"k_p \leftarrow \alpha\, k_p:\qquad \text{dot: } q\cdot(\alpha k_p) = \alpha\, q\cdot k_p,\qquad"
              r"\text{clip: } |k_p| \le c,\qquad \text{cosine: } \cos(q, \alpha k_p) = \cos(q, k_p)")
+    hijack_attack(sel)
+    try_this(
+        "Raise α from 1 to 10 on the undefended model: heads whose query has a positive dot product with the "
+        "scaled key swing to it (those with a negative one are pushed off it instead), and accuracy falls.",
+        "Switch the heatmap to cosine scores: the column of the scaled key stays as it was for every α.",
+        "Scale a letter position (even) and then a digit position (odd): which one hurts the undefended model "
+        "more, and why might that be?")
+
+
+@st.fragment  # local: position, α and the model shown redraw only the attack: controls, figures, table
+def hijack_attack(sel: Selection) -> None:
+    """The attack's controls, the accuracy curves and one pattern, and the measured table for the scaled
+    position (which follows the position)."""
     c1, c2, c3 = st.columns(3)
     position = URL.pos.widget(c1.selectbox, "Position whose key is scaled",
                               format_func=lambda p: f"{p} ({'letter' if p % 2 == 0 else 'digit'} of pair {p // 2 + 1})")
@@ -341,12 +379,6 @@ def hijack_panel(sel: Selection) -> None:
     number_table(summary, {c: ("percent", 0.001) for c in summary[0] if c != "model"})
     st.markdown(hijack_verdict(summary))
     csv_button(points, "retrieval_hijack", "retrieval.csv_hijack")
-    try_this(
-        "Raise α from 1 to 10 on the undefended model: heads whose query has a positive dot product with the "
-        "scaled key swing to it (those with a negative one are pushed off it instead), and accuracy falls.",
-        "Switch the heatmap to cosine scores: the column of the scaled key stays as it was for every α.",
-        "Scale a letter position (even) and then a digit position (odd): which one hurts the undefended model "
-        "more, and why might that be?")
 
 
 def hijack_verdict(summary: tuple[dict, ...]) -> str:
@@ -370,8 +402,8 @@ def hijack_verdict(summary: tuple[dict, ...]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment  # local: the stretch and |q| redraw only this panel
 def equivalence_panel() -> None:
+    """Panel 5: where the equivalences hold; its heading, explanation and 'Try this' sit outside the fragment."""
     st.header("5. Where the equivalences hold")
     st.markdown(
         "Both slogans above have a condition. Attention weights equal Nadaraya-Watson weights only when every key "
@@ -380,6 +412,17 @@ def equivalence_panel() -> None:
         "is the **nearest** key only when the norms are equal. Stretch one key and watch both statements fail.")
     st.latex(r"\operatorname{softmax}_j(q\cdot k_j) = \operatorname{NW}_j \iff |k_j| \text{ equal};\qquad"
              r"\arg\max_j q\cdot k_j = \arg\min_j |u - k_j| \iff |k_j| \text{ equal}")
+    equivalence_keys()
+    try_this(
+        "At stretch 1 the bars match to about 1e-16 and A (nearest) wins. Stretch B to 1.5: the bars part.",
+        "Stretch B past 2 (its dot product 2·cos 60° passes A's cos 15°): the winner switches to B even though A "
+        "is still the nearest key.",
+        "Shrink B below 1: the kernel now favours B more than attention does, the other way round.")
+
+
+@st.fragment  # local: the stretch and |q| redraw only these controls, the two figures and the verdict
+def equivalence_keys() -> None:
+    """The stretch of key B and |q|, the keys, attention against the Gaussian kernel and which key wins."""
     c1, c2 = st.columns(2)
     stretch = URL.stretch.widget(c1.slider, "Stretch of key B (1 = equal norms)", step=0.1)
     qnorm = URL.qn5.widget(c2.select_slider, "Query norm |q|")
@@ -402,11 +445,6 @@ def equivalence_panel() -> None:
         + ("the same key." if same else "not the same key, so a hard lookup here is not a nearest-neighbour search."))
     csv_button(partial(pd.DataFrame, {"key": names, "norm": result.norms, "attention": result.attention,
                                       "gaussian_kernel": result.kernel}), "retrieval_equivalence", "retrieval.csv_eq")
-    try_this(
-        "At stretch 1 the bars match to about 1e-16 and A (nearest) wins. Stretch B to 1.5: the bars part.",
-        "Stretch B past 2 (its dot product 2·cos 60° passes A's cos 15°): the winner switches to B even though A "
-        "is still the nearest key.",
-        "Shrink B below 1: the kernel now favours B more than attention does, the other way round.")
 
 
 def not_found_note(missing: list[str]) -> None:

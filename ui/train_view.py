@@ -7,8 +7,10 @@ and the page's cached work are in ui.train_runs, the numbers in core.analysis.tr
 What a click reruns: the settings feed the Train button and the run's notes, and the buttons
 start, pause or stop the run that every later section shows, so they rerun the whole page; the
 live view is its own fragment that reruns itself while a run trains. The snapshot section's
-pickers and slider change only that section: it is a fragment (`@st.fragment`). Keeping or
-opening a model changes the sidebar, so those buttons rerun the whole page.
+pickers change only that section: they and what reads them are a fragment (`history_views`; the
+section's header and explanation are drawn on full runs only), and inside it the snapshot slider
+redraws only its own fragment (`scrubber`: the slider, the spread curves and the heatmaps). Keeping
+or opening a model changes the sidebar, so those buttons rerun the whole page.
 """
 
 from __future__ import annotations
@@ -374,8 +376,10 @@ def train_panel(settings: TrainSettings, device: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@st.fragment  # local: the snapshot slider redraws only itself, the spread curves and the heatmaps
 def scrubber(run: R.TrainingRun, kind, layer: int) -> None:
-    """A slider over the stored snapshots, their heatmaps and how sharp each head became."""
+    """A slider over the stored snapshots, their heatmaps and how sharp each head became. Its own fragment
+    inside `history_views`: the step reaches nothing below it (the pickers above redraw it with the rest)."""
     steps = [s.step for s in run.snapshots]
     if len(steps) < 2:
         st.info("Train a few steps first: snapshots are taken every "
@@ -393,7 +397,6 @@ def scrubber(run: R.TrainingRun, kind, layer: int) -> None:
     head_grid(run, snap, kind, layer, key="train.scrub_fig")
 
 
-@st.fragment  # local: the heatmaps' attention and layer and the snapshot slider redraw only this section
 def history_panel() -> None:
     """Section 3, once a run is paused or finished: scrub its snapshots and watch each head sharpen."""
     run = R.current()
@@ -408,6 +411,16 @@ def history_panel() -> None:
     )
     st.latex(r"\text{spread}(\text{head}) = \frac{1}{|Q|}\sum_{i\in Q}\frac{-\sum_j a_{ij}\log_2 a_{ij}}"
              r"{\log_2 \#\{j : i \text{ may see } j\}}")
+    history_views()
+
+
+@st.fragment  # local: the heatmaps' attention and layer redraw only the pickers, the snapshots and the heads' overlap
+def history_views() -> None:
+    """The pickers and all that reads them: the scrubber (its own fragment inside this one), the prompts and
+    the information the heads share (the section's header and explanation above are drawn once)."""
+    run = R.current()
+    if run is None or run.status == "running":  # as on the full run that drew the header: buttons rerun the page
+        return
     kind, layer = view_pickers(run)
     scrubber(run, kind, layer)
     try_this(

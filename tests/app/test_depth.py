@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
+from tests.app.fragments import click
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "depth.py")
 PRE, POST, ENCDEC = "sort-decoder", "sort-decoder-postln", "reverse-encdec"
@@ -89,12 +90,13 @@ def test_every_panel_draws(pre_page):
 def test_layers_and_gain_sliders_rebuild_the_stacks():
     at = open_depth(model=PRE)
     plain_48 = values(trace(at, DEPTH, "no residual"))
-    at.slider(key="depth.layers").set_value(12).run()
+    page = at._tree  # the experiment's controls rerun only the figures that read them (keyed fragments)
+    click(at, "depth.layers", 12, page)
     assert_ok(at)
     plain_12 = values(trace(at, DEPTH, "no residual"))
     assert len(plain_12) == 13 and len(values(trace(at, DEPTH, "(1 - ρ)"))) == 13
     assert plain_12[0] > plain_48[0]  # fewer layers, less decay at the bottom
-    at.select_slider(key="depth.gain").set_value(0.5).run()
+    click(at, "depth.gain", 0.5, page)
     assert_ok(at)
     assert values(trace(at, DEPTH, "no residual"))[0] < plain_12[0] * 1e-3  # a smaller gain kills it faster
     assert at.query_params["L"] == "12" and at.query_params["gain"] == "0.5"
@@ -139,13 +141,14 @@ def test_measure_switch_draws_weight_gradients():
 def test_objective_and_position_change_the_backward_figures():
     at = open_depth(model=PRE)
     loss_grads = z(at, "Gradient norm per residual")
-    at.radio(key="depth.obj").set_value("logit").run()
+    pos = at.selectbox(key="depth.pos").value
+    waterfall = values(chart(at, "Pieces of the final state")["data"][0])
+    page = at._tree  # the focus controls rerun only the figures that read them (keyed fragments)
+    click(at, "depth.obj", "logit", page)
     assert_ok(at)
     logit_grads = z(at, "Gradient norm per residual")
     assert not np.allclose(np.nan_to_num(loss_grads), np.nan_to_num(logit_grads))
-    pos = at.selectbox(key="depth.pos").value
-    waterfall = values(chart(at, "Pieces of the final state")["data"][0])
-    at.selectbox(key="depth.pos").set_value(pos - 1).run()
+    click(at, "depth.pos", pos - 1, page)
     assert_ok(at)
     assert not np.allclose(values(chart(at, "Pieces of the final state")["data"][0]), waterfall)
     # Causal: the logit at the chosen position has no gradient from later tokens (blank = log of 0).
@@ -220,10 +223,11 @@ def test_the_url_names_and_formats_the_page_writes():
                    "iseed": "0", "measure": "stream", "show": "pre-LN,post-LN,no norm,no residual,hyper (Sinkhorn)",
                    "streams": "4", "noise": "0.5", "rho": "0.1", "n": "64", "H": "4", "tau": "0.1"}
     at.slider(key="depth.rho").set_value(0.3).run()
-    at.multiselect(key="depth.variants").set_value(["no residual", "hyper (free mixing)"]).run()
+    page = at._tree  # the stacks shown rerun only the figures that read them (keyed fragments)
+    click(at, "depth.variants", ["no residual", "hyper (free mixing)"], page)
     assert_ok(at)
     assert at.query_params["rho"] == "0.3" and at.query_params["show"] == "no residual,hyper (free mixing)"
-    at.multiselect(key="depth.variants").set_value([]).run()
+    click(at, "depth.variants", [], page)
     assert_ok(at)
     assert at.query_params["show"] == "" and any("at least one stack" in w.value for w in at.warning)
 

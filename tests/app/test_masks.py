@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from core import masks as M
 from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
+from tests.app.fragments import click
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "masks.py")
 ENCODER = "future-legality-encoder"
@@ -166,9 +167,10 @@ def test_a_different_mask_per_layer(encoder_page):
     assert [d.key for d in at.data_editor] == ["masks.layer0.cells", "masks.layer1.cells"]
     at.selectbox(key="masks.layer1.preset").set_value("causal").run()
     assert_ok(at)
-    at.selectbox(key="masks.layer").set_value(1).run()
+    page = at._tree  # the layer picker reruns only what reads it (keyed fragments): it is not drawn again
+    click(at, "masks.layer", 1, page)
     assert np.all(np.triu(z(at, "your mask · layer 1"), 1) == 0)
-    at.selectbox(key="masks.layer").set_value(0).run()
+    click(at, "masks.layer", 0, page)
     # Layer 0 keeps the full mask, and layer 0 comes first, so its pattern is untouched.
     np.testing.assert_allclose(z(at, "your mask · layer 0"), z(at, "own mask · layer 0"), atol=1e-6)
     assert at.query_params["scope"] == "layer"

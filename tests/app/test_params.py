@@ -110,3 +110,64 @@ def test_a_parameter_listed_twice_is_refused():
     from ui.params import Int, Params
     with pytest.raises(ValueError, match="twice"):
         Params("p", Int("a", 0, lo=0, hi=1), Int("a", 1, lo=0, hi=1))
+
+
+def keyed_script():
+    import streamlit as st
+
+    from ui.params import Int, Params
+
+    url = Params("keyed", Int("n", 4, lo=1, hi=10), Int("m", 1, lo=1, hi=10))
+    st.title("keyed")
+    st.session_state.setdefault("runs", [])
+    url.n.widget(st.slider, "n", reruns=("keyed.reads_n", "keyed.maybe"))
+    url.m.widget(st.slider, "m", reruns=("keyed.reads_m",))
+    st.markdown("static text")
+
+    @st.fragment(key="keyed.reads_n")
+    def reads_n():
+        st.session_state["runs"].append("n")
+        st.caption(f"n is {url.n.now()}")
+
+    @st.fragment(key="keyed.reads_m")
+    def reads_m():
+        st.session_state["runs"].append("m")
+        st.caption(f"m is {url.m.now()}")
+
+    @st.fragment(key="keyed.maybe")
+    def maybe():
+        st.session_state["runs"].append("maybe")
+
+    reads_n()
+    reads_m()
+    if st.query_params.get("maybe") != "no":
+        maybe()
+
+
+def test_a_control_with_reruns_reruns_only_the_fragments_that_read_it_and_writes_the_url():
+    from tests.app.fragments import click
+
+    at = AppTest.from_function(keyed_script, default_timeout=TIMEOUT).run()
+    assert_ok(at)
+    page, runs = at._tree, len(at.session_state["runs"])
+    click(at, "keyed.n", 7, page)
+    assert_ok(at)
+    assert not at.title and "static text" not in [m.value for m in at.markdown], "only the fragments reran"
+    assert at.session_state["runs"][runs:] == ["n", "maybe"]
+    assert at.query_params["n"] == "7"  # the control is not drawn again: its callback writes the URL
+    assert [c.value for c in at.caption] == ["n is 7"]  # the fragment read the new value
+    runs = len(at.session_state["runs"])
+    click(at, "keyed.m", 3, page)  # a second control of the same page, after the first
+    assert at.session_state["runs"][runs:] == ["m"] and at.query_params["m"] == "3"
+
+
+def test_a_control_whose_fragment_was_not_drawn_reruns_the_whole_page():
+    from tests.app.fragments import click
+
+    at = AppTest.from_function(keyed_script, default_timeout=TIMEOUT)
+    at.query_params["maybe"] = "no"  # one of the fragments n reruns is not on the page
+    at.run()
+    click(at, "keyed.n", 7, at._tree)
+    assert_ok(at)
+    assert at.title, "an unknown fragment key falls back to a full rerun, not an error"
+    assert at.query_params["n"] == "7"

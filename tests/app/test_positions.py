@@ -11,6 +11,7 @@ from core import checkpoints
 from core.analysis import positions as P
 from core.tasks import get_task
 from tests.app.conftest import assert_ok, decode_array, page_at
+from tests.app.fragments import click
 
 PAGE = "pages/positions.py"
 
@@ -58,12 +59,13 @@ def test_page_runs_with_every_panel():
 def test_base_and_width_sliders_change_the_table():
     at = page_at(PAGE)
     before = z(at, "positions.fig_table")
-    at.select_slider(key="positions.base").set_value(10).run()
+    page = at._tree  # the controls rerun only the figures that read them (keyed fragments), not themselves
+    click(at, "positions.base", 10, page)
     assert_ok(at)
     after = z(at, "positions.fig_table")
     assert after.shape == before.shape and not np.allclose(after, before)
     assert np.allclose(after, P.sinusoidal_table(64, 64, 10), atol=1e-6)
-    at.slider(key="positions.d").set_value(16).run()
+    click(at, "positions.d", 16, page)
     assert z(at, "positions.fig_table").shape == (64, 16)
     assert z(at, "positions.fig_mk").shape == (16, 16)
     assert at.query_params["base"] == "10" and at.query_params["pe_d"] == "16"  # the view is in the URL

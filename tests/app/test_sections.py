@@ -13,7 +13,7 @@ import pytest
 
 from core import checkpoints
 from tests.app.conftest import assert_ok, page_at
-from tests.app.fragments import click_in_fragment, fragment_id
+from tests.app.fragments import click, click_in_fragment, fragment_id
 from tests.app.test_train_page import configure, run_of, train_to_end
 
 
@@ -26,37 +26,57 @@ def _bundled_models():
 @dataclass(frozen=True)
 class Section:
     """A control inside a fragment, a new value for it, how the URL writes that value, and the
-    figure of its section."""
+    figure of its section; optionally the start of the section's heading and charts of the section that
+    do not read the control (both drawn by a full run, and not again by a click: the click reruns only
+    what it changes)."""
 
     page: str
     widget: str  # session key
     value: object
-    url: tuple[str, str]  # (parameter, text)
+    url: tuple[str, str] | None  # (parameter, text); None: the control is not in the URL
     chart: str  # the plotly chart's key
     query: dict = field(default_factory=dict)
+    heading: str = ""  # the section's header or subheader starts with this
+    kept: tuple[str, ...] = ()  # chart keys
 
 
 ENCDEC = {"model": "reverse-encdec"}  # every Generation panel draws for an encoder-decoder
 
 SECTIONS = [
-    Section("pages/attention.py", "attention.query", 0, ("query", "0"), "attention.fig_bars", {"view": "head"}),
+    Section("pages/attention.py", "attention.query", 0, ("query", "0"), "attention.fig_bars", {"view": "head"},
+            "Layer "),
+    Section("pages/attention.py", "attention.dk", 16, ("dk", "16"), "attention.fig_scale_hist", {"view": "scale"},
+            "Why divide by", ("attention.fig_scale_model",)),
     Section("pages/positions.py", "positions.k", 7, ("k", "7"), "positions.fig_mk"),
-    Section("pages/heads.py", "heads.which", "W_Q", ("matrix", "W_Q"), "heads.fig_angles"),
-    Section("pages/masks.py", "masks.token", 2, ("token", "2"), "masks.field"),
+    Section("pages/positions.py", "positions.decay_base", 1000, ("decay_base", "1000"), "positions.fig_decay",
+            heading="Does RoPE make far-apart tokens"),
+    Section("pages/heads.py", "heads.which", "W_Q", ("matrix", "W_Q"), "heads.fig_angles",
+            heading="Which directions each head uses", kept=("heads.fig_budget",)),
+    Section("pages/masks.py", "masks.token", 2, ("token", "2"), "masks.field",
+            heading="How many layers until", kept=("masks.reach",)),
+    Section("pages/masks.py", "masks.legality_len", 6, None, "masks.legality_encoder", heading="6. Encoder vs"),
     Section("pages/depth.py", "depth.rho", 0.3, ("rho", "0.3"), "depth.chart"),
-    Section("pages/cost.py", "cost.preset", "bert-base", ("preset", "bert-base"), "cost.chart.preset"),
-    Section("pages/retrieval.py", "retrieval.qnorm", 100.0, ("qnorm", "100"), "retrieval.kernel"),
-    Section("pages/retrieval.py", "retrieval.beta", 10.0, ("beta", "10"), "retrieval.arrows"),
-    Section("pages/retrieval.py", "retrieval.head", 1, ("head", "1"), "retrieval.span"),
-    Section("pages/retrieval.py", "retrieval.alpha", 10.0, ("alpha", "10"), "retrieval.pattern"),
-    Section("pages/retrieval.py", "retrieval.stretch", 2.5, ("stretch", "2.5"), "retrieval.eq_weights"),
+    Section("pages/depth.py", "depth.H", 2, ("H", "2"), "depth.paths", heading="4. Long-range paths"),
+    Section("pages/cost.py", "cost.preset", "bert-base", ("preset", "bert-base"), "cost.chart.preset",
+            heading="4. At the size"),
+    Section("pages/retrieval.py", "retrieval.qnorm", 100.0, ("qnorm", "100"), "retrieval.kernel",
+            heading="1. Attention is a kernel"),
+    Section("pages/retrieval.py", "retrieval.beta", 10.0, ("beta", "10"), "retrieval.arrows", heading="2. A soft"),
+    Section("pages/retrieval.py", "retrieval.head", 1, ("head", "1"), "retrieval.span", heading="3. Keys address"),
+    Section("pages/retrieval.py", "retrieval.alpha", 10.0, ("alpha", "10"), "retrieval.pattern",
+            heading="4. Hijacking"),
+    Section("pages/retrieval.py", "retrieval.stretch", 2.5, ("stretch", "2.5"), "retrieval.eq_weights",
+            heading="5. Where the equivalences"),
     Section("pages/generation.py", "generation.hook", "encoder.blocks.1.attn.hook_k",
-            ("hook", "encoder.blocks.1.attn.hook_k"), "generation.tensor", ENCDEC),
-    Section("pages/generation.py", "generation.attn", "enc", ("attn", "enc"), "generation.heads", ENCDEC),
-    Section("pages/generation.py", "generation.le", 3, ("le", "3"), "generation.shapes", ENCDEC),
-    Section("pages/generation.py", "generation.t", 2, ("t", "2"), "generation.rows", ENCDEC),
-    Section("pages/generation.py", "generation.kvlayer", 1, ("kvlayer", "1"), "generation.cache", ENCDEC),
-    Section("pages/generation.py", "generation.ex", 3, ("ex", "3"), "generation.gradients", ENCDEC),
+            ("hook", "encoder.blocks.1.attn.hook_k"), "generation.tensor", ENCDEC, "1 · Anatomy",
+            ("generation.heads",)),
+    Section("pages/generation.py", "generation.attn", "enc", ("attn", "enc"), "generation.heads", ENCDEC,
+            "1 · Anatomy", ("generation.diagram", "generation.tensor")),
+    Section("pages/generation.py", "generation.le", 3, ("le", "3"), "generation.shapes", ENCDEC, "2 · Shapes"),
+    Section("pages/generation.py", "generation.t", 2, ("t", "2"), "generation.rows", ENCDEC, "3 · Decoding"),
+    Section("pages/generation.py", "generation.kvlayer", 1, ("kvlayer", "1"), "generation.cache", ENCDEC,
+            "3 · Decoding"),
+    Section("pages/generation.py", "generation.ex", 3, ("ex", "3"), "generation.gradients", ENCDEC, "4 · A leak"),
 ]
 
 # Controls that change what later sections draw: they must rerun the whole page.
@@ -86,12 +106,20 @@ class Group:
 
 
 GROUPS = [
+    # the layer reruns by key only what reads it (ui.params.rerun_only): not the reach, the receptive field,
+    # the measured influence or the leak curves of sections 3-4, which are the same for every layer
     Group("pages/masks.py", "masks.layer", 1, ("layer", "1"), ("masks.pattern_own", "masks.right", "masks.row_sums"),
-          "masks.influence", ("masks.all.grid", "masks.pairs", "masks.legality_encoder")),
+          "masks.spectrum", ("masks.all.grid", "masks.pairs", "masks.legality_encoder", "masks.reach", "masks.field",
+                             "masks.influence", "masks.leak")),
+    # n reruns by key only what reads it: not the learned table, the RoPE figures or the neighbours
     Group("pages/positions.py", "positions.n", 32, ("pe_n", "32"), ("positions.fig_table", "positions.fig_gram"),
-          "positions.fig_neigh", ("positions.fig_rows", "positions.fig_swap_acc")),
+          "positions.fig_mk", ("positions.fig_rows", "positions.fig_swap_acc", "positions.fig_learned",
+                               "positions.fig_rope_plane", "positions.fig_rope_grid", "positions.fig_decay",
+                               "positions.fig_neigh")),
+    # the position reruns by key only the three figures that read it (ui.params.rerun_only), not the stream's
+    # size or the logit lens between them
     Group("pages/depth.py", "depth.pos", 1, ("at", "1"), ("depth.contrib",), "depth.saliency",
-          ("depth.chart", "depth.twins", "depth.paths")),
+          ("depth.norms", "depth.lens", "depth.chart", "depth.twins", "depth.paths")),
     Group("pages/depth.py", "depth.layers", 24, ("L", "24"), ("depth.chart", "depth.zoom"), "depth.mixing",
           ("depth.norms", "depth.twins", "depth.paths")),
     # Controls that feed every section below the title: the page's body is one fragment (not the sidebar)
@@ -99,6 +127,16 @@ GROUPS = [
     Group("pages/heads.py", "heads.layer", 1, ("layer", "1"), ("heads.fig_angles", "heads.fig_gram"), "heads.fig_budget",
           ()),
 ]
+
+
+def headings(at) -> list[str]:
+    """The texts of the headers and subheaders the run drew."""
+    return [h.value for h in (*at.header, *at.subheader)]
+
+
+def charts_drawn(at) -> set[str]:
+    """The keys of the plotly charts the run drew."""
+    return {element.proto.id.rsplit("-", 1)[-1] for element in at.get("plotly_chart")}
 
 
 def chart(at, key: str) -> dict:
@@ -115,11 +153,19 @@ def test_a_click_in_a_section_reruns_only_it_and_keeps_the_url_right(s: Section)
     assert_ok(at)
     before = chart(at, s.chart)
     assert at.title, "the full run draws the page title"
+    if s.heading:
+        assert any(h.startswith(s.heading) for h in headings(at)), "the full run draws the section's heading"
+    assert set(s.kept) <= charts_drawn(at)
     click_in_fragment(at, s.widget, s.value)
     assert_ok(at)
     after = chart(at, s.chart)
     assert after != before, "the section's figure did not change"
     assert not at.title, "the title is outside the section: a fragment rerun must not redraw it"
+    if s.heading:
+        assert not [h for h in headings(at) if h.startswith(s.heading)], "the click redrew the section's heading"
+    assert not set(s.kept) & charts_drawn(at), "the click redrew charts that do not read its control"
+    if s.url is None:
+        return
     name, text = s.url
     assert at.query_params[name] == text  # the URL holds the new value
     linked = page_at(s.page, dict(at.query_params))  # open that URL in a new session
@@ -132,9 +178,10 @@ def test_a_control_that_feeds_a_group_of_sections_redraws_that_group_only(g: Gro
     at = page_at(g.page)
     assert_ok(at)
     before = {key: chart(at, key) for key in g.changed}
-    click_in_fragment(at, g.widget, g.value)
+    start, page = at.session_state[g.widget], at._tree
+    click(at, g.widget, g.value, page)
     assert_ok(at)
-    drawn = {element.proto.id.rsplit("-", 1)[-1] for element in at.get("plotly_chart")}
+    drawn = charts_drawn(at)
     assert g.last in drawn, "the whole group is drawn again"
     for key in g.changed:
         assert chart(at, key) != before[key], f"{key} did not follow {g.widget}"
@@ -146,6 +193,13 @@ def test_a_control_that_feeds_a_group_of_sections_redraws_that_group_only(g: Gro
     assert_ok(linked)
     for key in g.changed:
         assert chart(linked, key) == chart(at, key)
+    after = {key: chart(at, key) for key in g.changed}
+    click(at, g.widget, start, page)  # and back: the control may not have been drawn again by the rerun
+    assert_ok(at)
+    assert not at.title
+    for key in g.changed:
+        assert chart(at, key) == before[key], f"{key} did not follow {g.widget} back"
+        assert after[key] != before[key]
 
 
 @pytest.mark.parametrize("page,key,query", WHOLE_PAGE, ids=lambda v: v if isinstance(v, str) else "")
