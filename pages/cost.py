@@ -25,8 +25,8 @@ header(
     r"\underbrace{O(n^2 d)}_{\text{attention}} \text{ vs } \underbrace{O(n d^2)}_{\text{RNN}} \qquad "
     r"\text{steps: } O(1) \text{ vs } O(n) \qquad \text{path: } O(1) \text{ vs } O(n)",
 )
-setting = V.controls(sel)
-sweep = V.time_panel(setting)
-V.steps_panel(sweep)
+setting = V.controls(sel)  # each control reruns only the measured parts that read it (keyed fragments)
+V.time_panel(setting)
+V.steps_panel(setting)
 V.memory_panel(setting)
 V.presets_panel(setting)

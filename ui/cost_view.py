@@ -5,10 +5,15 @@ pages/cost.py calls them in reading order.
 The measuring is core.analysis.cost's, cached per device and setting in ui.cost_runs; the figures
 come from core.figures.cost.
 
-What a click reruns: d, heads, b and the longest n feed every section, and Measure again feeds the
-time and steps sections, so they rerun the whole page. The model-size picker of the last section
-changes only that section: the picker and what reads it are a fragment (`preset_counts`), and the
-section's header, explanation and formula are drawn on full runs only.
+What a click reruns: d, heads, b and the longest n feed the measured parts of every section, and
+Measure again those of the time and steps sections. The controls (and the button) are drawn outside
+every fragment, and each run of elements that reads one of them is a keyed fragment
+(`@st.fragment(key=...)`) that the control reruns by key (`reruns=`, ui.params.rerun_only), reading
+the setting from the session (`setting`): a change redraws those parts and nothing else, not the
+sidebar, the title, the headers, text, formulas or "Try this" boxes. The model-size picker of the last
+section changes only that section's counts: the picker and what reads it are a fragment
+(`preset_counts`, which b reruns too), and the section's header, explanation and formula are drawn on
+full runs only.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from core.families import SIZE_PRESETS
 from ui import cost_runs as R
 from ui import precomputed
 from ui.page import csv_download, number_table, rows_table, try_this
-from ui.params import Choice, Params
+from ui.params import Choice, Params, rerun_only
 from ui.sidebar import Selection
 
 D_CHOICES = (16, 32, 64, 128, 256, 512)
@@ -34,6 +39,16 @@ N_MIN = 32
 PRESET_NS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 TAIL_POINTS = 3  # slopes are fitted over the largest three n, where per-call overheads matter least
 RUN_KEY, REMEASURE_KEY = "cost.run", "cost.remeasure"
+
+# The fragments that read the sweep's controls, by what they read: a control reruns only those (`rerun_only`),
+# not the text, formulas and prompts around them, which none of the controls changes.
+SWEEP_INTRO, SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY, SWEEP_PRESETS = (
+    "cost.sweep.intro", "cost.sweep.time", "cost.sweep.steps", "cost.sweep.memory", "cost.sweep.presets")
+READS_D = (SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY)  # the steps read the time sweep, measured at every setting
+READS_HEADS = (SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY)
+READS_BLOCK = (SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY, SWEEP_PRESETS)  # the counts' chunked memory holds b keys
+READS_NMAX = (SWEEP_INTRO, SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY)
+READS_RUN = (SWEEP_TIME, SWEEP_STEPS)  # Measure again: a fresh time sweep
 
 URL = Params(
     "cost",
@@ -61,21 +76,44 @@ def seed_url(sel: Selection) -> None:
 
 
 def controls(sel: Selection) -> A.Setting:
-    """The sweep's controls in one row: width d, heads, block b and the longest n."""
+    """The sweep's controls in one row: width d, heads, block b and the longest n. Each control reruns only the
+    fragments that read it (READS_*), which read the setting from the session (`setting`); the setting returned
+    is this full run's, of which the panels read only the device (a sidebar choice: full runs only)."""
     st.markdown(f"**What is measured, on a real `{sel.device}`.** Every figure below marked *measured* was timed or "
                 "counted by this app, never copied from a paper: on this server when you pick a setting nobody picked "
                 "before or press **Measure again**, and for the settings a default visit or a lesson opens, on the "
                 "machine that built this copy (each caption says which).")
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
-    d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)",
+    d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)", reruns=READS_D,
                      help="Attention costs about n²·d, the recurrent layer n·d²: d moves the crossover.")
-    heads = URL.heads.widget(c2.segmented_control, "heads h", required=True, format_func=str,
+    heads = URL.heads.widget(c2.segmented_control, "heads h", required=True, format_func=str, reruns=READS_HEADS,
                              help="d is split over h heads of d/h; memory of the patterns grows with h.")
-    b = URL.b.widget(c3.segmented_control, "block b", required=True, format_func=str,
+    b = URL.b.widget(c3.segmented_control, "block b", required=True, format_func=str, reruns=READS_BLOCK,
                      help="Block size of block-sparse attention and of the chunked attention's key blocks.")
-    nmax = URL.nmax.widget(c4.selectbox, "longest n", format_func=lambda n: f"{n:,}",
+    nmax = URL.nmax.widget(c4.selectbox, "longest n", format_func=lambda n: f"{n:,}", reruns=READS_NMAX,
                            help="The sweep doubles n from 32 up to this.")
     return A.Setting(ns=powers_of_two(N_MIN, nmax), d_model=d, n_heads=heads, block=b, device=sel.device)
+
+
+def setting(device: str) -> A.Setting:
+    """The setting the controls hold now, read from the session: a fragment that a control reruns sees the new
+    value (its arguments are those of the page's last full run, where `controls` drew and checked them)."""
+    return A.Setting(ns=powers_of_two(N_MIN, int(URL.nmax.now())), d_model=int(URL.d.now()),
+                     n_heads=int(URL.heads.now()), block=int(URL.b.now()), device=device)
+
+
+def measured_times(device: str) -> tuple[A.Setting, int, dict]:
+    """(the setting now, the Measure again count, the time sweep at both): memoised, measured (with a progress
+    bar) only the first time."""
+    s, run = setting(device), st.session_state.setdefault(RUN_KEY, 0)
+    return s, run, with_progress(R.time_sweep, s, run, label="Timing five attention layers and an RNN")
+
+
+def remeasure() -> None:
+    """Measure again's on_click: a new count for the time sweep (a fresh measurement), then a rerun of only the
+    fragments that read it (READS_RUN)."""
+    st.session_state[RUN_KEY] = st.session_state.get(RUN_KEY, 0) + 1
+    rerun_only(None, REMEASURE_KEY, None, READS_RUN)
 
 
 def with_progress(fn, *args, label: str):
@@ -111,23 +149,46 @@ def stamp(sweep: dict, shipped: Optional[str] = None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def time_panel(s: A.Setting) -> dict:
-    """Section 1: measured time of every method against n, fitted slopes, and the attention-vs-RNN crossover."""
+def time_panel(s: A.Setting) -> None:
+    """Section 1: measured time of every method against n, fitted slopes, and the attention-vs-RNN crossover.
+    `s`: the full run's setting, of which only the device is read."""
     st.header("1. Time: n²·d against n·d²")
+    time_intro()
+    st.latex(r"\text{attention: } O(n^2 d) \qquad \text{recurrent: } O(n\, d^2) \qquad "
+             r"\frac{n^2 d}{n\, d^2} = \frac{n}{d} \;\Rightarrow\; \text{crossover at } n = d")
+    time_measured(s.device)
+    st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:", on_click=remeasure)
+    try_this(
+        "Move d from 64 to 256: the predicted crossover (grey dashes) moves right with d. Does the measured one?",
+        "Read the slopes: explicit, fused and chunked should be near 2, block-sparse and the RNN near 1. Which "
+        "line bends at small n, where fixed overheads hide the power law?",
+        "Compare chunked with explicit: the same n²·d work, so the same slope; it pays a Python loop over key "
+        "blocks. Its gain is memory (section 3), not time.",
+        "Press **Measure again** and see how much the times move on a shared machine; the slopes move less.",
+    )
+
+
+@st.fragment(key=SWEEP_INTRO)  # the longest n reruns it (rerun_only)
+def time_intro() -> None:
+    """What is timed, up to the longest n the control holds now."""
+    ns = powers_of_two(N_MIN, int(URL.nmax.now()))
     st.markdown(
         "A self-attention layer compares every position with every other: n² scores of width d, so doubling the "
         "input quadruples the work. A recurrent layer does one d×d step per position: n·d². Attention is the "
         "cheaper of the two while n < d, and for sentences (n of a few hundred, d of 512 or more) it usually is. "
         "Below, five ways to compute one layer are timed here for n from 32 to "
-        f"{s.ns[-1]:,}: the textbook **explicit** attention that builds the n×n matrix, PyTorch's **fused** "
+        f"{ns[-1]:,}: the textbook **explicit** attention that builds the n×n matrix, PyTorch's **fused** "
         "`scaled_dot_product_attention`, **block-sparse** attention with blocks of b (n·b·d work), our "
         "**chunked** attention that never holds the n×n matrix (same n²·d work, less memory), and a tanh **RNN** "
         "of width d run one position after another. On log-log axes a cost of n^p is a straight line of slope p."
     )
-    st.latex(r"\text{attention: } O(n^2 d) \qquad \text{recurrent: } O(n\, d^2) \qquad "
-             r"\frac{n^2 d}{n\, d^2} = \frac{n}{d} \;\Rightarrow\; \text{crossover at } n = d")
-    run = st.session_state.setdefault(RUN_KEY, 0)
-    sweep = with_progress(R.time_sweep, s, run, label="Timing five attention layers and an RNN")
+
+
+@st.fragment(key=SWEEP_TIME)  # d, heads, b, the longest n and Measure again rerun it (rerun_only)
+def time_measured(device: str) -> None:
+    """The time sweep at the setting the controls hold now: the crossovers, the chart, where it was measured, the
+    slopes and the times (with their downloads)."""
+    s, run, sweep = measured_times(device)
     slopes = {m: A.tail_slope(sweep["ns"], sweep["ms"][m], TAIL_POINTS) for m in A.METHODS}
     measured = A.crossover(sweep["ns"], sweep["ms"][A.EXPLICIT], sweep["ms"][A.RNN])
     m1, m2, m3 = st.columns(3)
@@ -161,18 +222,6 @@ def time_panel(s: A.Setting) -> dict:
     table = A.time_table(sweep)
     number_table(table, {c: "%.3g" for c in table[0] if c != "n"}, width="stretch")
     download(table, "time", "Download times (CSV)")
-    if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
-        st.session_state[RUN_KEY] = run + 1
-        st.rerun()
-    try_this(
-        "Move d from 64 to 256: the predicted crossover (grey dashes) moves right with d. Does the measured one?",
-        "Read the slopes: explicit, fused and chunked should be near 2, block-sparse and the RNN near 1. Which "
-        "line bends at small n, where fixed overheads hide the power law?",
-        "Compare chunked with explicit: the same n²·d work, so the same slope; it pays a Python loop over key "
-        "blocks. Its gain is memory (section 3), not time.",
-        "Press **Measure again** and see how much the times move on a shared machine; the slopes move less.",
-    )
-    return sweep
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,8 +238,9 @@ def depth_link() -> None:
         st.markdown("See the **Depth** page (`/depth`), section 4, for how many layers it takes.")
 
 
-def steps_panel(sweep: dict) -> None:
-    """Section 2: sequential operations and the longest path of one layer, RNN against attention."""
+def steps_panel(s: A.Setting) -> None:
+    """Section 2: sequential operations and the longest path of one layer, RNN against attention. `s`: the full
+    run's setting, of which only the device is read."""
     st.header("2. Waiting and distance: sequential steps and path length")
     st.markdown(
         "Time on one core is not the whole story. An RNN cannot start position t before position t − 1 is done, "
@@ -201,6 +251,21 @@ def steps_panel(sweep: dict) -> None:
     )
     st.latex(r"\text{sequential steps: RNN } O(n),\ \text{attention } O(1) \qquad "
              r"\text{path length: RNN } O(n),\ \text{attention } O(1)")
+    steps_counted(s.device)
+    st.markdown("With a mask that limits who may attend (a window, blocks), one layer no longer links every pair, "
+                "and it takes several layers to connect the ends. The Depth page measures how many:")
+    depth_link()
+    try_this(
+        "Raise the longest n in the controls: the RNN's steps double with every n, attention's stay at 1.",
+        "On the Depth page, set H = 1 and double n: the layers needed grow by one per doubling, the RNN's path by n.",
+    )
+
+
+@st.fragment(key=SWEEP_STEPS)  # d, heads, b, the longest n and Measure again rerun it (rerun_only)
+def steps_counted(device: str) -> None:
+    """The steps and path lengths up to the longest n, with the RNN's steps counted in the time sweep at the
+    setting the controls hold now (memoised: the time section has just measured it): chart, table, download."""
+    sweep = measured_times(device)[2]
     ns = sweep["ns"]
     rows = A.steps_table(ns)
     for row, counted in zip(rows, sweep["rnn_steps"]):
@@ -211,13 +276,6 @@ def steps_panel(sweep: dict) -> None:
                                    title=f"one layer, n from {ns[0]} to {ns[-1]:,}"), key="cost.chart.steps")
     st.dataframe(rows_table(rows), hide_index=True, width="stretch")
     download(rows, "steps", "Download steps (CSV)")
-    st.markdown("With a mask that limits who may attend (a window, blocks), one layer no longer links every pair, "
-                "and it takes several layers to connect the ends. The Depth page measures how many:")
-    depth_link()
-    try_this(
-        "Raise the longest n in the controls: the RNN's steps double with every n, attention's stay at 1.",
-        "On the Depth page, set H = 1 and double n: the layers needed grow by one per doubling, the RNN's path by n.",
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +284,8 @@ def steps_panel(sweep: dict) -> None:
 
 
 def memory_panel(s: A.Setting) -> None:
-    """Section 3: measured peak memory of a training step, explicit (keeps h n² patterns) against chunked."""
+    """Section 3: measured peak memory of a training step, explicit (keeps h n² patterns) against chunked. `s`:
+    the full run's setting, of which only the device is read."""
     st.header("3. Memory: the h·n² patterns that training keeps")
     st.markdown(
         "To train, the backward pass needs every attention pattern of the forward pass: h·n² numbers per layer, "
@@ -238,6 +297,20 @@ def memory_panel(s: A.Setting) -> None:
     )
     st.latex(r"m_j = \max(m_{j-1}, \max_k s_k) \quad \ell_j = \ell_{j-1} e^{m_{j-1} - m_j} + \sum_k e^{s_k - m_j} "
              r"\qquad \text{memory: } O(h\,n^2) \to O(h\,n\,(d_\text{head} + b))")
+    memory_measured(s.device)
+    try_this(
+        "Switch h from 4 to 8: explicit attention's memory doubles (h·n²), chunked attention's too, but it stays a "
+        "line of slope 1.",
+        "Make the block b bigger: chunked attention holds h·n·b scores at a time, so its memory grows with b while "
+        "explicit attention's does not move.",
+    )
+
+
+@st.fragment(key=SWEEP_MEMORY)  # d, heads, b and the longest n rerun it (rerun_only)
+def memory_measured(device: str) -> None:
+    """The memory sweep at the setting the controls hold now: chart, ratio and slopes, how it was measured, the
+    table and its download."""
+    s = setting(device)
     sweep = with_progress(R.memory_sweep, s, label="Measuring the memory of a training step")
     slopes = {m: A.fit_loglog(sweep["ns"], sweep["bytes"][m])[0] for m in A.TRAINING_METHODS}
     st.plotly_chart(R.memory_figure(sweep["ns"], sweep["bytes"], sweep["patterns"], slopes, A.PREDICTED_MEMORY_SLOPE,
@@ -256,12 +329,6 @@ def memory_panel(s: A.Setting) -> None:
                "(scores, probabilities and their gradients), chunked attention's far below it.")
     number_table(table, {c: "%.3g" for c in table[0] if c != "n"}, width="stretch")
     download(table, "memory", "Download memory (CSV)")
-    try_this(
-        "Switch h from 4 to 8: explicit attention's memory doubles (h·n²), chunked attention's too, but it stays a "
-        "line of slope 1.",
-        "Make the block b bigger: chunked attention holds h·n·b scores at a time, so its memory grows with b while "
-        "explicit attention's does not move.",
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,7 +337,7 @@ def memory_panel(s: A.Setting) -> None:
 
 
 def presets_panel(s: A.Setting) -> None:
-    """Section 4: the same counts at the original Transformer's and BERT-base's sizes."""
+    """Section 4: the same counts at the original Transformer's and BERT-base's sizes (b read from the session)."""
     st.header("4. At the size of real models")
     st.markdown(
         "The measured curves above stay on sizes this machine can run in seconds (n ≤ 2,048, d ≤ 512, one layer). "
@@ -280,17 +347,19 @@ def presets_panel(s: A.Setting) -> None:
     )
     st.latex(r"\text{FLOPs: } 4 n^2 d \text{ vs } 4 n d^2 \qquad "
              r"\text{kept for training: } 4\,\text{bytes} \times h\, n^2 \times \text{maps}")
-    preset_counts(s)
+    preset_counts()
 
 
-@st.fragment  # local: the model size redraws only the picker, the counts, their chart, table and prompts
-def preset_counts(s: A.Setting) -> None:
+# local: the model size redraws only the picker, the counts, their chart, table and prompts
+@st.fragment(key=SWEEP_PRESETS)  # b reruns it too (rerun_only)
+def preset_counts() -> None:
     """The model-size picker and everything that reads it: the size's numbers, the counted curves, the table,
-    its download and the prompts quoting its numbers (the explanation above is drawn once)."""
+    its download and the prompts quoting its numbers (the explanation above is drawn once). The chunked counts
+    hold blocks of the b the control holds now."""
     name = URL.preset.widget(st.segmented_control, "model size", required=True,
                              format_func=lambda key: SIZE_PRESETS[key].short)
     p = SIZE_PRESETS[name]
-    rows = A.preset_rows(name, PRESET_NS, s.block)
+    rows = A.preset_rows(name, PRESET_NS, int(URL.b.now()))
     m1, m2, m3 = st.columns(3)
     m1.metric("d_model, heads, layers", f"{p.d_model}, {p.n_heads}, {p.n_layers}")
     m2.metric("attention = RNN at n = d", f"{p.d_model:,}")

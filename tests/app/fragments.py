@@ -77,6 +77,8 @@ def click(at: AppTest, key: str, value=None, page=None) -> AppTest:
     else:
         with scoped_to(fragment):
             action.run()
+    if value is None and hasattr(element, "_value"):
+        element._value = False  # a button's click is sent once; `page` may keep this button (not redrawn)
     if page is not None:
         graft(page, at._tree)
     return at

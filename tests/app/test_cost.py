@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import app_at, assert_ok, decode_array, plotly_specs
+from tests.app.fragments import click
 
 PAGE = "pages/cost.py"
 SHORT = {"nmax": "128"}  # n = 32, 64, 128
@@ -76,13 +77,13 @@ def test_steps_panel_counts_grow_with_the_longest_n():
     at = app_at(PAGE, {"nmax": "64"})
     spec = chart(at, "one layer")
     assert ys(trace(spec, "RNN"))[-1] == 64
-    at.selectbox(key="cost.nmax").set_value(128).run()
+    assert at.get("page_link"), "the Depth page's layers-needed model is linked, not copied"
+    click(at, "cost.nmax", 128, at._tree)  # reruns only the parts that read n (keyed fragments)
     assert_ok(at)
     spec = chart(at, "one layer")
     rnn, attention = ys(trace(spec, "RNN")), ys(trace(spec, "attention"))
     np.testing.assert_array_equal(rnn[:3], [32, 64, 128])
     assert np.all(attention == 1)
-    assert at.get("page_link"), "the Depth page's layers-needed model is linked, not copied"
 
 
 def test_memory_panel_more_heads_more_pattern_memory():

@@ -82,7 +82,6 @@ SECTIONS = [
 # Controls that change what later sections draw: they must rerun the whole page.
 WHOLE_PAGE = [
     ("pages/masks.py", "masks.all.preset", {}),  # the mask feeds sections 2 to 6 (a body fragment gained nothing)
-    ("pages/cost.py", "cost.d", {}),  # d feeds every section (likewise)
     ("pages/train.py", "train.n_layers", {}),  # the settings feed the run, which the sidebar's models list
     ("pages/attention.py", "glassbox.model", {}),
     ("pages/retrieval.py", "glassbox.model", {}),  # the sidebar: the device of panels 3 and 4
@@ -122,6 +121,9 @@ GROUPS = [
           ("depth.norms", "depth.lens", "depth.chart", "depth.twins", "depth.paths")),
     Group("pages/depth.py", "depth.layers", 24, ("L", "24"), ("depth.chart", "depth.zoom"), "depth.mixing",
           ("depth.norms", "depth.twins", "depth.paths")),
+    # Cost's setting feeds every section, but only their measured parts: d reruns those by key
+    Group("pages/cost.py", "cost.d", 128, ("d", "128"), ("cost.chart.time", "cost.chart.memory"), "cost.chart.memory",
+          ("cost.chart.preset",)),
     # Controls that feed every section below the title: the page's body is one fragment (not the sidebar)
     Group("pages/attention.py", "attention.layer", 1, ("layer", "1"), ("attention.fig_grid",), "attention.fig_grid", ()),
     Group("pages/heads.py", "heads.layer", 1, ("layer", "1"), ("heads.fig_angles", "heads.fig_gram"), "heads.fig_budget",
