@@ -26,10 +26,13 @@ CHART_SIZES = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlo
 LAST_CHART_SHOWN = ("() => { const c = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
                     " return c[c.length - 1].checkVisibility({contentVisibilityAuto: true}); }")
 
-TOP_LEVEL_CHART = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart']\")).findIndex(c =>"
-                   " c.closest(\"[data-testid='stElementContainer']\").parentElement.matches("
-                   "\"[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'],"
-                   " [class*='st-key-glassbox-sections-']\"))")
+# A chart at the top edge of a skipped (contained) block: a block itself, or the first element of a fragment's
+# block that is one (a keyed fragment drawing one chart), where its toolbar meets the block's edge.
+TOP_LEVEL_CHART = ("() => Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart']\")).findIndex(c => {"
+                   " const el = c.closest(\"[data-testid='stElementContainer']\"), block = el.parentElement;"
+                   " if (el.matches(\"" + SKIPPABLE + "\")) return true;"
+                   " const wrapper = block.parentElement;"
+                   " return block.firstElementChild === el && !!wrapper && wrapper.matches(\"" + SKIPPABLE + "\"); })")
 
 
 def _scroll_through(page) -> None:
