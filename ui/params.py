@@ -81,14 +81,15 @@ class Param:
 
     def widget(self, widget: Callable, label: str, *, default: Any = None, url: bool = True,
                key: str | None = None, lo: Any = None, hi: Any = None, choices: Sequence | None = None,
-               reruns: Sequence[str] = (), **kwargs) -> Any:
+               reruns: Sequence[str] | Callable[[], Sequence[str]] = (), **kwargs) -> Any:
         """Seed, draw `widget(label, ...)` bound to this parameter's key, and write the URL back.
 
         `lo`, `hi` and `choices` narrow the declared range for this run; other keyword arguments
         go to the widget. A slider whose range has one value is shown as a caption instead (a
         one-token input must not crash the page). `reruns`: the keys of the fragments that read this
-        control (`@st.fragment(key=...)`); a change reruns those alone (`rerun_only`), wherever they are
-        on the page, instead of the page or the fragment the control is drawn in."""
+        control (`@st.fragment(key=...)`), or a function that names them when the control changes (when
+        they depend on what the page shows, e.g. the open tab); a change reruns those alone (`rerun_only`),
+        wherever they are on the page, instead of the page or the fragment the control is drawn in."""
         bounds = self.bounds(lo=lo, hi=hi, choices=choices)
         key = key or self.key
         value = self.seed(default=default, url=url, key=key, lo=lo, hi=hi, choices=choices)
@@ -97,7 +98,8 @@ class Param:
             kwargs.setdefault(arg, bound)
         if reruns:
             kwargs["on_change"] = rerun_only
-            kwargs["args"] = (self if url and self.written else None, key, default, tuple(reruns))
+            kwargs["args"] = (self if url and self.written else None, key, default,
+                              reruns if callable(reruns) else tuple(reruns))
         if name == "slider" and kwargs.get("min_value") == kwargs.get("max_value"):
             st.caption(f"{label}: {self.text(value)} (the only value here)")
         else:
@@ -125,14 +127,15 @@ class Param:
         query.write(**{self.name: None})
 
 
-def rerun_only(param: Optional[Param], key: str, default: Any, fragments: tuple[str, ...]) -> None:
+def rerun_only(param: Optional[Param], key: str, default: Any,
+               fragments: Sequence[str] | Callable[[], Sequence[str]]) -> None:
     """A control's on_change: rerun only the fragments that read it (Streamlit 1.67 reruns fragments by key
     from a callback), not the page. The control itself is not drawn again, so its URL parameter is written
-    here (`param` None: it has none)."""
+    here (`param` None: it has none). `fragments` may be a function that names them now."""
     if param is not None:
         param.write(st.session_state[key], default=default)
     try:
-        st.rerun(list(fragments))
+        st.rerun(list(fragments() if callable(fragments) else fragments))
     except StreamlitAPIException:  # one of them was not drawn on the page's last run (an early return): all of it
         st.rerun()
 

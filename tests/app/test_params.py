@@ -121,7 +121,7 @@ def keyed_script():
     st.title("keyed")
     st.session_state.setdefault("runs", [])
     url.n.widget(st.slider, "n", reruns=("keyed.reads_n", "keyed.maybe"))
-    url.m.widget(st.slider, "m", reruns=("keyed.reads_m",))
+    url.m.widget(st.slider, "m", reruns=lambda: ("keyed.reads_m",))  # named when it changes
     st.markdown("static text")
 
     @st.fragment(key="keyed.reads_n")
