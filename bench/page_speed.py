@@ -203,7 +203,7 @@ SECTIONS = [
     Section("positions", "Shift map: k", "positions.k", (3, 7), ("positions.fig_mk",)),
     Section("positions", "Neighbours: window", "positions.window", (6, 4), ("positions.fig_neigh",)),
     Section("positions", "RoPE decay: base", "positions.decay_base", (10000, 1000), ("positions.fig_decay",)),
-    Section("heads", "Layer [body]", "heads.layer", (0, 1), PAGE_WIDE),
+    Section("heads", "Layer [open tab]", "heads.layer", (0, 1), ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank")),
     Section("heads", "Subspaces: matrix", "heads.which", ("W_V", "W_Q"),
             ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank")),
     Section("masks", "Draw: preset [page]", "masks.all.preset", ("causal", "full"), PAGE_WIDE),

@@ -30,4 +30,4 @@ st.caption(f"This model: {cfg.n_layers} layers × {cfg.n_heads} heads, d_model =
            f"Inputs are capped at {MAX_INPUT_TOKENS} tokens (in the sidebar); the role, redundancy and ablation "
            f"numbers use their own batches, named in each tab.")
 
-V.body(sel)  # a fragment: kind, layer, head and the tabs redraw what is below the caption
+V.body(sel)  # kind, layer and head rerun only the parts of the open tab that read them

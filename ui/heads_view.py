@@ -10,8 +10,14 @@ What a click reruns: the tabs with controls of their own (Subspaces, Queries and
 the toy, the orthogonal query) hold fragments (`@st.fragment`: `subspace_explorer` and
 `subspace_budget`, `projection_plane`, `ablation_results`, `toy_run`, `orthogonal_scores`): a
 control redraws only the part of its tab that reads it, not the tab's heading and explanations.
-The attention kind, layer and head above the tabs, and the tabs themselves, feed every tab: they
-redraw everything below the title (`body`, one fragment), not the sidebar and the title.
+The attention kind, layer and head above the tabs are drawn outside every fragment, and each part of
+a tab that reads one of them (a heading that names the layer or head, the explorer, the circuit
+tables, the PCA plane and the RoPE note, the role scores, the orthogonal scores) is a keyed fragment
+(`@st.fragment(key=...)`) reading them from the session: a pick reruns by key (`reruns=`,
+ui.params.rerun_only) only those parts of the OPEN tab that read it (READS_KIND, READS_LAYER,
+READS_HEAD by tab), not the text and formulas around them, the budget, the ablation or the toy. A
+pick that no part of the open tab reads reruns `nothing_read`, a fragment that draws nothing (a rerun
+needs at least one key). Switching tabs reruns the page (only the open tab is drawn).
 """
 
 from __future__ import annotations
@@ -97,17 +103,77 @@ curve_fig = cached(training_curves)
 # The view: attention kind, layer, head and tab (all in the URL)
 # ---------------------------------------------------------------------------------------------
 
+# The fragments of the tabs that read the kind, layer and head picked above the tabs, by tab and by what they
+# read: a picker reruns only those of the open tab (`rerun_only`), not the headings, text and formulas around
+# them, nor the parts that read none of the three (the budget, the ablation, the toy).
+SUB_HEADING, SUB_EXPLORER = "heads.subspaces.heading", "heads.subspaces.explorer"
+CIRC_HEADING, CIRC_TABLES = "heads.circuits.heading", "heads.circuits.tables"
+QK_HEADING, QK_PLANE, QK_ROPE = "heads.qk.heading", "heads.qk.plane", "heads.qk.rope"
+ROLES_SCORES = "heads.roles.scores"
+ORTH_SCORES = "heads.orthogonal.scores"
+NOTHING_READ = "heads.nothing"  # draws nothing: what a pick reruns when no part of the open tab reads it
+READS_KIND = {VIEW_SUB: (SUB_EXPLORER,), VIEW_CIRC: (CIRC_TABLES,), VIEW_PCA: (QK_PLANE, QK_ROPE),
+              VIEW_ROLES: (ROLES_SCORES,), VIEW_ABL: (), VIEW_TOY: (), VIEW_ORTH: (ORTH_SCORES,)}
+READS_LAYER = {VIEW_SUB: (SUB_HEADING, SUB_EXPLORER), VIEW_CIRC: (CIRC_HEADING, CIRC_TABLES),
+               VIEW_PCA: (QK_HEADING, QK_PLANE), VIEW_ROLES: (), VIEW_ABL: (), VIEW_TOY: (),
+               VIEW_ORTH: (ORTH_SCORES,)}
+READS_HEAD = {VIEW_SUB: (), VIEW_CIRC: (CIRC_HEADING, CIRC_TABLES), VIEW_PCA: (QK_HEADING, QK_PLANE),
+              VIEW_ROLES: (), VIEW_ABL: (), VIEW_TOY: (), VIEW_ORTH: (ORTH_SCORES,)}
+
+
+def open_view() -> str:
+    """The open tab's short name, from the session (where `pick_view`'s tabs keep its title)."""
+    return VIEW_OF_LABEL.get(URL.view.now(), VIEW_SUB)
+
+
+def open_readers(reads: dict) -> tuple:
+    """The fragments of the open tab that read a picker (`reads`: READS_KIND, READS_LAYER or READS_HEAD);
+    `nothing_read` when none does, since a rerun by key needs at least one (`st.rerun([])` is an error, and
+    rerun_only would answer it with the whole page)."""
+    return reads[open_view()] or (NOTHING_READ,)
+
+
+def reading_kind() -> tuple:
+    """The fragments the kind reruns now (named when it changes: they depend on the open tab)."""
+    return open_readers(READS_KIND)
+
+
+def reading_layer() -> tuple:
+    """The fragments the layer reruns now."""
+    return open_readers(READS_LAYER)
+
+
+def reading_head() -> tuple:
+    """The fragments the head reruns now."""
+    return open_readers(READS_HEAD)
+
+
+@st.fragment(key=NOTHING_READ)  # a pick that no part of the open tab reads reruns it (rerun_only)
+def nothing_read() -> None:
+    """Nothing: the rerun of a pick that the open tab does not read (its URL is written by rerun_only). An
+    empty container is not drawn, so a full run shows nothing of it."""
+
 
 def pick_kind(sel: Selection) -> AttentionKind:
-    """Which attention: only encoder-decoder models have more than one kind."""
+    """Which attention: only encoder-decoder models have more than one kind. A change reruns the parts of
+    the open tab that read it (READS_KIND)."""
     kinds = attention_kinds(sel.arch)
     if len(kinds) == 1:
         URL.kind.clear()
         return kinds[0]
     by_key = {k.key: k for k in kinds}
     key = URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
-                          format_func=lambda k: by_key[k].label)
+                          format_func=lambda k: by_key[k].label, reruns=reading_kind)
     return by_key[key]
+
+
+def picked(sel: Selection) -> tuple[AttentionKind, int, int]:
+    """The kind, layer and head the pickers hold now, read from the session: a fragment that a picker reruns
+    sees the new value (its arguments are those of the page's last full run, where the pickers were drawn and
+    checked)."""
+    kinds = attention_kinds(sel.arch)
+    kind = {k.key: k for k in kinds}.get(URL.kind.now(), kinds[0]) if len(kinds) > 1 else kinds[0]
+    return kind, int(URL.layer.now()), int(URL.head.now())
 
 
 def seed_url(sel: Selection) -> None:
@@ -156,9 +222,9 @@ def set_budget(keys: list[str], d_model: int, d_v: int, n_heads: int) -> None:
         st.session_state[key] = value
 
 
-def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
+def subspace_panel(sel: Selection):
     """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget."""
-    st.subheader(f"Which directions each head uses (layer {layer})")
+    subspace_heading(sel)
     st.markdown(
         "Each head reads the residual stream through its own matrices. The columns of $W_V^h$ span the "
         "**value subspace** of head $h$: the only directions it can copy information from. Two heads look at "
@@ -168,7 +234,7 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
         "only when *every* angle is 90°, which is the same as $(W_V^i)^\\top W_V^j = 0$.")
     st.latex(r"\cos\theta_k = \sigma_k\!\left(Q_i^{\top} Q_j\right),\qquad Q_i = \operatorname{orth}(W_V^{i})")
     st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
-    subspace_explorer(sel, kind, layer)
+    subspace_explorer(sel)
     st.markdown(
         "**The budget.** If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
         "have to fit side by side in the $d_{model}$-dimensional residual stream: $h \\cdot d_v \\le d_{model}$, "
@@ -186,11 +252,20 @@ def subspace_panel(sel: Selection, kind: AttentionKind, layer: int):
              "Set d_v to 24 with d_model 64: only 2 heads fit orthogonally and the third box turns red.")
 
 
-@st.fragment  # local: the matrix, angle and norm controls redraw only these controls, the angles, overlaps and ranks
-def subspace_explorer(sel: Selection, kind: AttentionKind, layer: int) -> None:
+@st.fragment(key=SUB_HEADING)  # the layer reruns it (rerun_only)
+def subspace_heading(sel: Selection) -> None:
+    """The tab's heading, which names the layer."""
+    st.subheader(f"Which directions each head uses (layer {picked(sel)[1]})")
+
+
+# local: the matrix, angle and norm controls redraw only these controls, the angles, overlaps and ranks; the kind
+# and the layer rerun it too (rerun_only)
+@st.fragment(key=SUB_EXPLORER)
+def subspace_explorer(sel: Selection) -> None:
     """The explorer of one layer's head subspaces: its controls, the angle and overlap heatmaps, the effective
     ranks and the joint-rank metrics (all read the matrix picked here; the budget below does not)."""
     cfg = sel.model.cfg
+    kind, layer, _ = picked(sel)
     c1, c2, c3 = st.columns([3, 2, 2])
     with c1:
         which = URL.matrix.widget(st.segmented_control, "Matrix", required=True,
@@ -261,10 +336,9 @@ def subspace_budget(sel: Selection) -> None:
                f"{cfg.n_heads} heads × d_v = {cfg.d_head} = {cfg.n_heads * cfg.d_head} of d_model = {cfg.d_model}.")
 
 
-def circuits_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
+def circuits_panel(sel: Selection):
     """The QK and OV circuits of one head as token x token tables, with their singular values."""
-    cfg = sel.model.cfg
-    st.subheader(f"Circuits of layer {layer}, head {head}")
+    circuits_heading(sel)
     st.markdown(
         "A head does two separate jobs. Its **QK circuit** decides *where to look*: the score a query token "
         "gives a key token. Its **OV circuit** decides *what to write*: how attending to a token changes the "
@@ -274,6 +348,26 @@ def circuits_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
         "a model without positions and a first approximation otherwise.")
     st.latex(r"\text{QK}^h = \frac{(E\,W_Q^h)(E\,W_K^h)^{\top}}{\sqrt{d_{\text{head}}}},\qquad "
              r"\text{OV}^h = E\,W_V^h\,W_O^h\,W_U^{\top}")
+    circuit_tables(sel)
+    try_this("On an induction model, find the head in layer 1 whose OV table has a bright diagonal: it copies the "
+             "token it attends to. Then look at the same head's QK table.",
+             "Compare the number of large singular values with d_head: a head that uses only a few directions "
+             "has only a few large ones.")
+
+
+@st.fragment(key=CIRC_HEADING)  # the layer and the head rerun it (rerun_only)
+def circuits_heading(sel: Selection) -> None:
+    """The tab's heading, which names the layer and the head."""
+    _, layer, head = picked(sel)
+    st.subheader(f"Circuits of layer {layer}, head {head}")
+
+
+@st.fragment(key=CIRC_TABLES)  # the kind, the layer and the head rerun it (rerun_only)
+def circuit_tables(sel: Selection) -> None:
+    """The picked head's QK table, its singular values and strongest pairs, then the same for its OV table
+    (or why an encoder head of an encoder-decoder has none)."""
+    cfg = sel.model.cfg
+    kind, layer, head = picked(sel)
     n_q = cfg.source_vocab_size if kind.queries == "source" else cfg.vocab_size
     n_k = cfg.source_vocab_size if kind.keys == "source" else cfg.vocab_size
     q_labels, k_labels = vocab_labels(sel.task, n_q), vocab_labels(sel.task, n_k)
@@ -316,10 +410,6 @@ def circuits_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
                                "blue diagonal: attending to token x raises the logit of x.")
             st.markdown("**Strongest pairs** (attended → output)")
             st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in ov.top_pairs(6)))
-    try_this("On an induction model, find the head in layer 1 whose OV table has a bright diagonal: it copies the "
-             "token it attends to. Then look at the same head's QK table.",
-             "Compare the number of large singular values with d_head: a head that uses only a few directions "
-             "has only a few large ones.")
 
 
 def rotated(sel: Selection, kind: AttentionKind) -> bool:
@@ -340,9 +430,9 @@ def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: 
     return rope, out[names[0]][0, :, head], out[names[1]][0, :, head], out[names[2]][0, head]
 
 
-def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
+def projection_panel(sel: Selection):
     """One head's queries and keys for the current input, in a shared 2-D PCA plane."""
-    st.subheader(f"Queries and keys of layer {layer}, head {head} for your input")
+    projection_heading(sel)
     st.markdown(
         "Each token of your input gets a query vector and a key vector of $d_{head}$ numbers. We project all of them "
         "onto the two directions along which they vary most (principal component analysis, queries and keys "
@@ -351,19 +441,35 @@ def projection_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
         "attention itself uses all $d_{head}$ directions.")
     st.latex(r"s_{ij} = \frac{q_i\cdot k_j}{\sqrt{d_{\text{head}}}},\qquad [\,\tilde q_i\;\tilde k_j\,] = "
              r"[\,q_i\;k_j\,]\,V_{2}\quad (V_2:\ \text{top two principal axes})")
-    projection_plane(sel, kind, layer, head)
-    if rotated(sel, kind):
-        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
-                   "give the scores.")
+    projection_plane(sel)
+    rope_note(sel)
     try_this("Find a previous-token head (Roles tab) and look at it here: each query should sit near the key of "
              "the token before it.",
              "Type an input with a repeated token in the sidebar. Do the two copies' keys land in the same place?")
 
 
-@st.fragment  # local: the line threshold redraws only itself, the PCA plane and the pattern beside it
-def projection_plane(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
+@st.fragment(key=QK_HEADING)  # the layer and the head rerun it (rerun_only)
+def projection_heading(sel: Selection) -> None:
+    """The tab's heading, which names the layer and the head."""
+    _, layer, head = picked(sel)
+    st.subheader(f"Queries and keys of layer {layer}, head {head} for your input")
+
+
+@st.fragment(key=QK_ROPE)  # the kind reruns it (rerun_only)
+def rope_note(sel: Selection) -> None:
+    """Under RoPE (self-attention only), a note that the plane shows the rotated queries and keys."""
+    if rotated(sel, picked(sel)[0]):
+        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
+                   "give the scores.")
+
+
+# local: the line threshold redraws only itself, the PCA plane and the pattern beside it; the kind, the layer and the
+# head rerun it too (rerun_only)
+@st.fragment(key=QK_PLANE)
+def projection_plane(sel: Selection) -> None:
     """The line-threshold slider, the shared PCA plane of queries and keys, and the head's pattern. Only
     these depend on the slider; the heading, the formula and the notes around them stay as drawn."""
+    kind, layer, head = picked(sel)
     _, q, k, pattern = head_run(sel, kind, layer, head, "hook_pattern")  # q [q d_head], k [k d_head], [q k]
     q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     min_w = st.slider("Draw a line when the weight is at least", 0.05, 0.95, 0.3, 0.05, key="heads.pca_min")
@@ -379,7 +485,7 @@ def projection_plane(sel: Selection, kind: AttentionKind, layer: int, head: int)
                         config=PNG)
 
 
-def roles_panel(sel: Selection, kind: AttentionKind):
+def roles_panel(sel: Selection):
     """Role scores per layer x head, then pattern similarity and output mutual information."""
     st.subheader("What kind of head is it?")
     st.markdown(
@@ -392,6 +498,14 @@ def roles_panel(sel: Selection, kind: AttentionKind):
         "model); the subject score on the agreement task's own sentences.")
     st.latex(r"\text{induction}(h) = \operatorname{mean}_{t}\; A^h_{t,\;s(t)+1},\qquad "
              r"s(t) = \max\{\,s<t : x_s = x_t\,\}")
+    role_scores(sel)
+
+
+@st.fragment(key=ROLES_SCORES)  # the kind reruns it (rerun_only)
+def role_scores(sel: Selection) -> None:
+    """The role scores of every head of the picked kind, then whether heads repeat each other (its heading,
+    text and formula too, and the 'Try this' box: cross-attention, or an error in probing, leaves them out)."""
+    kind = picked(sel)[0]
     if kind.module == "cross_attn":
         st.info("These roles compare a sequence with itself; cross-attention reads another sequence. Pick the "
                 "encoder or decoder self-attention above.")
@@ -665,7 +779,7 @@ def toy_figures(report) -> None:
                             key=f"heads.fig_toy_pat{h}", config=PNG)
 
 
-def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int):
+def orthogonal_panel(sel: Selection):
     """Add to a real query a part orthogonal to every key: every score stays the same."""
     cfg = sel.model.cfg
     st.subheader("The part of a query that no key can see")
@@ -676,15 +790,18 @@ def orthogonal_panel(sel: Selection, kind: AttentionKind, layer: int, head: int)
         f"d_head = {cfg.d_head} dimensions, for example when a query sees fewer than {cfg.d_head} keys. Below we "
         "take a real query of this head, add such a u, and for contrast a random vector of the same length.")
     st.latex(r"u \perp k_j\ \ \forall j \;\Longrightarrow\; (q + u)\cdot k_j = q\cdot k_j + \underbrace{u\cdot k_j}_{=\,0}")
-    orthogonal_scores(sel, kind, layer, head)
+    orthogonal_scores(sel)
 
 
-@st.fragment  # local: the query token and the size of the added part redraw only these controls, the scores and the notes
-def orthogonal_scores(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
+# local: the query token and the size of the added part redraw only these controls, the scores and the notes; the
+# kind, the layer and the head rerun it too (rerun_only)
+@st.fragment(key=ORTH_SCORES)
+def orthogonal_scores(sel: Selection) -> None:
     """The query and the size of u, then the metrics, the score bars and the notes. The heading and the
     formula above do not depend on them; the 'Try this' box stays here because a query whose keys fill
     every direction ends the section early, without it."""
     cfg = sel.model.cfg
+    kind, layer, head = picked(sel)
     _, q_all, k_all, all_scores = head_run(sel, kind, layer, head, "hook_attn_scores")  # [q d_head], [k d_head]
     q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     default = orth_default(cfg, len(q_tokens))
@@ -735,34 +852,34 @@ def orthogonal_scores(sel: Selection, kind: AttentionKind, layer: int, head: int
 # ---------------------------------------------------------------------------------------------
 
 
-def controls(sel: Selection) -> tuple[AttentionKind, int, int]:
-    """The attention kind (encoder-decoder only), then layer and head in a bordered box; all in the URL."""
+def controls(sel: Selection) -> None:
+    """The attention kind (encoder-decoder only), then layer and head in a bordered box; all in the URL. Each
+    reruns only the parts of the open tab that read it (READS_KIND, READS_LAYER, READS_HEAD)."""
     cfg = sel.model.cfg
-    kind = pick_kind(sel)
+    pick_kind(sel)
     with st.container(border=True):
         c1, c2 = st.columns(2)
         with c1:
-            layer = pick_index(URL.layer, "Layer", cfg.n_layers)
+            pick_index(URL.layer, "Layer", cfg.n_layers, reruns=reading_layer)
         with c2:
-            head = pick_index(URL.head, "Head", cfg.n_heads)
-    return kind, layer, head
+            pick_index(URL.head, "Head", cfg.n_heads, reruns=reading_head)
 
 
-def draw(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
-    """The tabs; only the open one is drawn."""
+def draw(sel: Selection) -> None:
+    """The tabs; only the open one is drawn. Its parts read the kind, layer and head from the session."""
     views = pick_view()
     with views[VIEW_SUB]:
         if views[VIEW_SUB].open:
-            subspace_panel(sel, kind, layer)
+            subspace_panel(sel)
     with views[VIEW_CIRC]:
         if views[VIEW_CIRC].open:
-            circuits_panel(sel, kind, layer, head)
+            circuits_panel(sel)
     with views[VIEW_PCA]:
         if views[VIEW_PCA].open:
-            projection_panel(sel, kind, layer, head)
+            projection_panel(sel)
     with views[VIEW_ROLES]:
         if views[VIEW_ROLES].open:
-            roles_panel(sel, kind)
+            roles_panel(sel)
     with views[VIEW_ABL]:
         if views[VIEW_ABL].open:
             ablation_panel(sel)
@@ -771,12 +888,13 @@ def draw(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
             toy_panel()
     with views[VIEW_ORTH]:
         if views[VIEW_ORTH].open:
-            orthogonal_panel(sel, kind, layer, head)
+            orthogonal_panel(sel)
 
 
-@st.fragment  # kind, layer, head and the tabs feed only what is below them: a click redraws that, not the sidebar
 def body(sel: Selection) -> None:
-    """The controls above the tabs, then the open tab."""
+    """The controls above the tabs, then the open tab, whose parts that read the controls are fragments the
+    controls rerun by key (the open tab's alone); switching tabs reruns the page."""
     with offscreen.section_group("heads"):
-        kind, layer, head = controls(sel)
-        draw(sel, kind, layer, head)
+        controls(sel)
+        draw(sel)
+        nothing_read()

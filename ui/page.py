@@ -92,11 +92,11 @@ def try_this(*prompts: str) -> None:
 
 
 def pick_index(param: Int, label: str, n: int, default: int = 0, fmt=str, help: str | None = None,
-               buttons: int = 8, width: int | str = "stretch") -> int:
+               buttons: int = 8, width: int | str = "stretch", reruns=()) -> int:
     """A choice of 0..n-1 bound to URL parameter `param` (clamped): buttons when there are at most
-    `buttons` choices, otherwise a select box of the given width."""
+    `buttons` choices, otherwise a select box of the given width. `reruns`: as for `Param.widget`."""
     if n <= buttons:
         return param.widget(st.segmented_control, label, hi=n - 1, default=min(default, n - 1), required=True,
-                            format_func=fmt, help=help)
+                            format_func=fmt, help=help, reruns=reruns)
     return param.widget(st.selectbox, label, hi=n - 1, default=min(default, n - 1), format_func=fmt, help=help,
-                        width=width)
+                        width=width, reruns=reruns)

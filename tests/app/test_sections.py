@@ -126,8 +126,9 @@ GROUPS = [
           ("cost.chart.preset",)),
     # Controls that feed every section below the title: the page's body is one fragment (not the sidebar)
     Group("pages/attention.py", "attention.layer", 1, ("layer", "1"), ("attention.fig_grid",), "attention.fig_grid", ()),
-    Group("pages/heads.py", "heads.layer", 1, ("layer", "1"), ("heads.fig_angles", "heads.fig_gram"), "heads.fig_budget",
-          ()),
+    # Heads' pickers rerun by key only the parts of the open tab that read them: not the budget calculator
+    Group("pages/heads.py", "heads.layer", 1, ("layer", "1"), ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank"),
+          "heads.fig_erank", ("heads.fig_budget",)),
 ]
 
 
