@@ -188,7 +188,8 @@ class Section:
 ENCDEC = (("model", "reverse-encdec"),)  # every Generation panel draws for an encoder-decoder
 
 SECTIONS = [
-    Section("attention", "layer/head/T bar: temperature [body]", "attention.temp", (1.0, 2.0), PAGE_WIDE,
+    Section("attention", "layer/head/T bar: temperature [shown view]", "attention.temp", (1.0, 2.0),
+            ("attention.fig_grid",),
             (("view", "grid"),)),
     Section("attention", "One head: query row", "attention.query", (0, 1),
             ("attention.fig_head", "attention.fig_lines", "attention.fig_bars"), (("view", "head"),)),
@@ -238,7 +239,7 @@ SECTIONS = [
             ("generation.diagram", "generation.tensor"), ENCDEC),
     Section("generation", "Shapes: L_e", "generation.le", (4, 3), ("generation.shapes",), ENCDEC),
     Section("generation", "Decoding: step t", "generation.t", (0, 2),
-            ("generation.rows", "generation.cache", "generation.query", "generation.counters", "generation.time"),
+            ("generation.rows", "generation.cache", "generation.query", "generation.counters"),
             ENCDEC),
     Section("generation", "Leak: example", "generation.ex", (0, 3), ("generation.gradients",), ENCDEC),
 ]

@@ -24,4 +24,4 @@ header(
     r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
     r"\qquad M_{ij}=\begin{cases}0 & \text{query } i \text{ may see key } j\\ -\infty & \text{otherwise}\end{cases}",
 )
-V.body(sel)  # a fragment: the bar and the view buttons redraw what is below the title
+V.body(sel)  # the bar's controls rerun only the parts of the shown view that read them

@@ -8,8 +8,16 @@ What a click reruns: the views One head, Step by step, Why divide by √d_k and 
 fragment (`@st.fragment`: `head_query`, `arithmetic_steps`, `scale_draws`, `compare_pair`), because
 their own controls (query row, toy numbers, d_k, head B, input B) change only their own figures; a
 view's heading and opening explanation sit outside its fragment, so a click does not redraw them.
-The kind, layer, head and temperature bar and the view buttons feed every view: they redraw
-everything below the title (`body`, one fragment), not the sidebar and the title.
+The attention kind, layer, head and temperature above the views are drawn outside every fragment,
+and each part of the open view that reads one of them (a heading or text that names a value, a
+figure, the metrics and tables, the downloads, and `head_query`, `arithmetic_steps` and
+`compare_pair`, which also read them) is a keyed fragment (`@st.fragment(key=...)`) reading them
+from the session: a change reruns by key (`reruns=`, ui.params.rerun_only) only those parts of the
+OPEN view that read it (READS_KIND, READS_LAYER, READS_HEAD, READS_TEMP by view), not the headings,
+text and formulas around them, nor `scale_draws`; the kind also reruns its own caption and
+`query_row` (the query row kept valid for its tokens). A change that no part of the open view reads
+reruns `nothing_read`, a fragment that draws nothing (a rerun needs at least one key). The view
+buttons rerun the page (only the open view is drawn).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from ui.attention_runs import (bars_figure, curve_figure, diff_figure, dot_sampl
                                spread_figure, steps_figure, sweep)
 from ui import offscreen
 from ui.page import pick_index, rows_table, try_this
-from ui.params import Choice, Flag, Float, Int, Params, Text, general
+from ui.params import Choice, Flag, Float, Int, Params, Text, general, view_readers
 from ui.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
 
 TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -73,9 +81,54 @@ URL = Params(
 # The view: which attention, layer, head, query and temperature (all in the URL)
 # ---------------------------------------------------------------------------------------------
 
+# The fragments of the views that read the kind, layer, head and temperature picked above the views, by view and
+# by what they read: a control reruns only those of the open view (`rerun_only`), not the headings, text and
+# formulas around them, nor the parts that read none of the four (the random draws of 'Why √d_k').
+KIND_BLURB, QUERY_ROW = "attention.kind.blurb", "attention.query_row"
+GRID_HEADS = "attention.grid.heads"
+HEAD_INTRO, HEAD_QUERY = "attention.head.intro", "attention.head.query"
+STEPS_NUMBERS = "attention.steps.numbers"
+TEMP_ENTROPY, TEMP_PREDICTIONS = "attention.temp.entropy", "attention.temp.predictions"
+SCALE_MODEL = "attention.scale.model"
+CMP_PAIR = "attention.compare.pair"
+EXPORT_FILES = "attention.export.files"
+NOTHING_READ = "attention.nothing"  # draws nothing: what a change reruns when no part of the open view reads it
+READS_KIND = {VIEW_GRID: (GRID_HEADS,), VIEW_HEAD: (HEAD_INTRO, HEAD_QUERY), VIEW_STEPS: (STEPS_NUMBERS,),
+              VIEW_TEMP: (TEMP_ENTROPY, TEMP_PREDICTIONS), VIEW_SCALE: (SCALE_MODEL,), VIEW_CMP: (CMP_PAIR,),
+              VIEW_EXPORT: (EXPORT_FILES,)}
+READS_LAYER = {VIEW_GRID: (GRID_HEADS,), VIEW_HEAD: (HEAD_INTRO, HEAD_QUERY), VIEW_STEPS: (STEPS_NUMBERS,),
+               VIEW_TEMP: (TEMP_ENTROPY,), VIEW_SCALE: (), VIEW_CMP: (CMP_PAIR,), VIEW_EXPORT: ()}
+READS_HEAD = READS_LAYER
+READS_TEMP = {VIEW_GRID: (GRID_HEADS,), VIEW_HEAD: (HEAD_QUERY,), VIEW_STEPS: (STEPS_NUMBERS,),
+              VIEW_TEMP: (TEMP_ENTROPY, TEMP_PREDICTIONS), VIEW_SCALE: (), VIEW_CMP: (CMP_PAIR,),
+              VIEW_EXPORT: (EXPORT_FILES,)}
 
-def pick_kind(sel: Selection) -> A.AttentionKind:
-    """Which attention to look at: only encoder-decoder models have more than one kind."""
+
+def open_view() -> str:
+    """The open view's URL value, from the session (where the view buttons keep it)."""
+    return URL.view.now()
+
+
+def reading_kind() -> tuple:
+    """The fragments the kind reruns now (named when it changes: they depend on the open view): its caption
+    and the query row (the query tokens are the kind's) first, then the open view's."""
+    return (KIND_BLURB, QUERY_ROW, *READS_KIND.get(open_view(), ()))
+
+
+reading_layer = view_readers(READS_LAYER, open_view, NOTHING_READ)  # the fragments a control reruns when it changes
+reading_head = view_readers(READS_HEAD, open_view, NOTHING_READ)
+reading_temp = view_readers(READS_TEMP, open_view, NOTHING_READ)
+
+
+@st.fragment(key=NOTHING_READ)  # a change that no part of the open view reads reruns it (rerun_only)
+def nothing_read() -> None:
+    """Nothing: the rerun of a change that the open view does not read (its URL is written by rerun_only). An
+    empty container is not drawn, so a full run shows nothing of it."""
+
+
+def pick_kind(sel: Selection) -> None:
+    """Which attention to look at: only encoder-decoder models have more than one kind. A change reruns its
+    caption, the query row and the parts of the open view that read it (`reading_kind`)."""
     kinds = A.attention_kinds(sel.arch)
     by_key = {k.key: k for k in kinds}
     if len(kinds) == 1:
@@ -85,24 +138,30 @@ def pick_kind(sel: Selection) -> A.AttentionKind:
                 f"of attention: **{kind.label}**. {kind.blurb} Pick {other} in the sidebar to see cross-attention, "
                 f"where queries come from the target and keys from the source.", icon=":material/info:")
         URL.kind.clear()
-        return kind
-    key = URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
-                          format_func=lambda k: by_key[k].label)
-    kind = by_key[key]
-    st.caption(kind.blurb)
-    return kind
+        return
+    URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
+                    format_func=lambda k: by_key[k].label, reruns=reading_kind)
+    kind_blurb(sel)
 
 
-def pick_temperature() -> float:
-    """The softmax temperature T for this page's runs (scores are divided by T); 1 = as trained."""
-    return URL.temp.widget(st.select_slider, "Temperature T (divides every score before softmax; 1 = as trained)",
-                           format_func=general,
-                           help="A per-call option: the shared model is not changed. T < 1 sharpens every "
-                                "row towards one key, T > 1 flattens it towards uniform.")
+@st.fragment(key=KIND_BLURB)  # the kind reruns it (rerun_only)
+def kind_blurb(sel: Selection) -> None:
+    """The picked kind's one-line description, under the kind buttons."""
+    st.caption(picked(sel).kind.blurb)
+
+
+def pick_temperature() -> None:
+    """The softmax temperature T for this page's runs (scores are divided by T); 1 = as trained. A change
+    reruns the parts of the open view that read it (`reading_temp`)."""
+    URL.temp.widget(st.select_slider, "Temperature T (divides every score before softmax; 1 = as trained)",
+                    format_func=general,
+                    help="A per-call option: the shared model is not changed. T < 1 sharpens every "
+                         "row towards one key, T > 1 flattens it towards uniform.", reruns=reading_temp)
 
 
 def pick_view() -> str:
-    """Which view is open: one button per view, kept in the URL as `view`. Only the open view is drawn."""
+    """Which view is open: one button per view, kept in the URL as `view`. Only the open view is drawn; a
+    click reruns the page."""
     return URL.view.widget(st.segmented_control, "View", required=True, format_func=VIEWS.get,
                            label_visibility="collapsed", width="stretch")
 
@@ -119,35 +178,55 @@ def _rounding_note(cells: int) -> str:
     return f" (to the nearest percent: above {EXACT_CELLS:,} cells the weights travel as whole percentages)"
 
 
-def overview_panel(patterns: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind):
+def overview_panel(sel: Selection):
     """Every layer x head as a small heatmap; the open head is framed in orange."""
-    n_l, n_h = patterns.shape[:2]
     st.subheader("Every head at once")
+    overview_heads(sel)
+
+
+@st.fragment(key=GRID_HEADS)  # the kind, the layer, the head and the temperature rerun it (rerun_only)
+def overview_heads(sel: Selection) -> None:
+    """The reading guide (its rounding note depends on the kind's tokens) and the grid of every head."""
+    v = picked(sel)
+    patterns = run_patterns(sel, v.kind, v.temperature)[0]
+    n_l, n_h = patterns.shape[:2]
     st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. Inside a "
                 f"square, row *i* is a query token and column *j* a key token, and the colour is how much of "
                 f"query *i*'s attention goes to key *j* (0 dark blue to 1 yellow; every row adds up to 1). "
                 f"Hover to read the tokens and the weight{_rounding_note(patterns.size)}. This model has "
                 f"{n_l} layers × {n_h} heads.")
-    st.plotly_chart(grid_figure(patterns, q_tokens, k_tokens, selected=(layer, head)),
+    st.plotly_chart(grid_figure(patterns, v.q_tokens, v.k_tokens, selected=(v.layer, v.head)),
                     key="attention.fig_grid", config=PNG)
 
 
-def head_panel(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind,
-               temperature: float):
+def head_panel(sel: Selection):
     """One head: heatmap, token-to-token lines, and the chosen query's weights as bars."""
-    st.subheader(f"Layer {layer}, head {head} up close")
+    head_intro(sel)
+    head_query(sel)
+
+
+@st.fragment(key=HEAD_INTRO)  # the kind, the layer and the head rerun it (rerun_only)
+def head_intro(sel: Selection) -> None:
+    """The view's heading, which names the layer and the head, and its reading guide (whose rounding note
+    depends on the kind's tokens)."""
+    v = picked(sel)
+    st.subheader(f"Layer {v.layer}, head {v.head} up close")
     st.markdown("Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
                 "on the right**; a thicker, darker line carries more weight (lines under 0.02 are left out). "
                 f"The chosen query's row is outlined in orange and its lines are drawn in orange. Hover over the "
-                f"heatmap to read a weight{_rounding_note(pattern.size)}.")
-    head_query(pattern, q_tokens, k_tokens, layer, head, kind, temperature)
+                f"heatmap to read a weight{_rounding_note(len(v.q_tokens) * len(v.k_tokens))}.")
 
 
-@st.fragment  # local: the query slider redraws only itself, the heatmap, the lines, the bars and the mask note
-def head_query(pattern: np.ndarray, q_tokens, k_tokens, layer: int, head: int, kind: A.AttentionKind,
-               temperature: float):
+# local: the query slider redraws only itself, the heatmap, the lines, the bars and the mask note; the kind, the
+# layer, the head and the temperature rerun it too (rerun_only)
+@st.fragment(key=HEAD_QUERY)
+def head_query(sel: Selection):
     """The query picker and everything it marks: the heatmap's outlined row, the orange lines and the bars.
     A new query row changes only these, so the heading and the explanation above stay as drawn."""
+    v = picked(sel)
+    kind, q_tokens, k_tokens, layer, head, temperature = v.kind, v.q_tokens, v.k_tokens, v.layer, v.head, \
+        v.temperature
+    pattern = run_patterns(sel, kind, temperature)[0][layer, head]
     t = "" if temperature == 1 else f", T = {temperature:g}"
     qpos = pick_query(q_tokens)
     left, right = st.columns([3, 2])
@@ -337,18 +416,23 @@ def _open_view(view: str) -> None:
     st.session_state[URL.view.key] = view
 
 
-def arithmetic_panel(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
+def arithmetic_panel(sel: Selection):
     """Step by step for one query: a real head, or the seeds' scalar example."""
     st.subheader("The arithmetic, step by step")
     st.latex(r"s_j = \frac{q\cdot k_j}{\sqrt{d_k}\,T},\quad \alpha_j = \operatorname{softmax}_j(s_j + M_j),"
              r"\quad z = \sum_j \alpha_j\, v_j")
-    arithmetic_steps(sel, kind, layer, head, qpos, q_tokens, k_tokens, temperature)
+    arithmetic_steps(sel)
 
 
-@st.fragment  # local: its radio, query slider and toy inputs redraw only the radio and the steps below it
-def arithmetic_steps(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens, temperature):
+# local: its radio, query slider and toy inputs redraw only the radio and the steps below it; the kind, the layer,
+# the head and the temperature rerun it too (rerun_only)
+@st.fragment(key=STEPS_NUMBERS)
+def arithmetic_steps(sel: Selection):
     """Which numbers to follow (this head or the scalar example) and their steps. The heading and the
     general formula above do not depend on these controls, so a click leaves them as drawn."""
+    v = picked(sel)
+    kind, layer, head, qpos, q_tokens, k_tokens, temperature = v.kind, v.layer, v.head, v.qpos, v.q_tokens, \
+        v.k_tokens, v.temperature
     labels = {STEPS_HEAD: f"This head: layer {layer}, head {head}, query {qpos}:{q_tokens[qpos]}",
               STEPS_TOY: "Worked example with single numbers (q = 2)"}
     mode = URL.steps.widget(st.radio, "Numbers from", format_func=labels.get, horizontal=True)
@@ -359,8 +443,7 @@ def arithmetic_steps(sel: Selection, kind, layer, head, qpos, q_tokens, k_tokens
         head_arithmetic(sel, kind, layer, head, qpos, q_tokens, k_tokens, temperature)
 
 
-def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, base_logits, pat, logits,
-                      temperature: float):
+def temperature_panel(sel: Selection):
     """Entropy of each row and the model's predictions, at T = 1 and at the chosen T."""
     st.subheader("Sharper or flatter: the temperature")
     st.markdown("Dividing every score by a temperature T before softmax changes how peaked each row is, in "
@@ -369,6 +452,19 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
                 "down makes attention a hard lookup; turning it up makes it a plain average. The model was trained "
                 "at T = 1, so both extremes usually hurt its predictions.")
     st.latex(r"H(\alpha_{i\cdot}) = -\sum_j \alpha_{ij}\log_2 \alpha_{ij}")
+    temperature_entropy(sel)
+    if temperature_predictions(sel):
+        st.caption("p is the probability the model gives to its predicted token. ✓ = the prediction is the right "
+                   "answer, ✗ = it is not.")
+
+
+@st.fragment(key=TEMP_ENTROPY)  # the kind, the layer, the head and the temperature rerun it (rerun_only)
+def temperature_entropy(sel: Selection) -> None:
+    """The open head's mean entropy at T = 1 and at T, the mean over every head, and each row's entropy."""
+    v = picked(sel)
+    kind, layer, head, q_tokens, temperature = v.kind, v.layer, v.head, v.q_tokens, v.temperature
+    base_pat = run_patterns(sel, kind, 1.0)[0]
+    pat = base_pat if temperature == 1 else run_patterns(sel, kind, temperature)[0]
     allowed = A.causal_allowed(len(q_tokens), base_pat.shape[-1], kind.causal)
     before = A.row_entropy(base_pat[layer, head])
     after = A.row_entropy(pat[layer, head])
@@ -382,11 +478,22 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
               delta=f"{everywhere:+.2f} bits vs T = 1" if abs(everywhere) >= 0.005 else None, delta_color="off")
     st.plotly_chart(entropy_figure(before, after, A.max_entropy(allowed), q_tokens, temperature, kind.query_title),
                     key="attention.fig_entropy", config=PNG)
+
+
+@st.fragment(key=TEMP_PREDICTIONS)  # the kind and the temperature rerun it (rerun_only)
+def temperature_predictions(sel: Selection) -> bool:
+    """The model's right answers and predictions at T = 1 and at T, from the kind's run (its logits differ from
+    another kind's by float noise only, but they are what a full run shows). Returns whether the input has scored
+    positions: that depends on the sidebar's input alone, so the caption under the table stays outside."""
+    v = picked(sel)
+    temperature = v.temperature
+    base_logits = run_patterns(sel, v.kind, 1.0)[1]
+    logits = base_logits if temperature == 1 else run_patterns(sel, v.kind, temperature)[1]
     before_rows = A.predictions(base_logits, sel.targets)
     after_rows = A.predictions(logits, sel.targets)
     if not before_rows:
         st.info("This input has no scored positions, so there is no right answer to compare with.")
-        return
+        return False
     vocab = sel.task.vocab
     acc_b, acc_a = A.accuracy(before_rows), A.accuracy(after_rows)
     c1, c2 = st.columns(2)
@@ -405,8 +512,7 @@ def temperature_panel(sel: Selection, kind, layer, head, q_tokens, base_pat, bas
         f"p, T = {temperature:g}": f"{a['p(predicted)']:.3f}",
     } for b, a in zip(before_rows, after_rows)])
     st.table(table.set_index("reads (position: token)"))  # a plain table: every row shows, large enough for a projector
-    st.caption("p is the probability the model gives to its predicted token. ✓ = the prediction is the right "
-               "answer, ✗ = it is not.")
+    return True
 
 
 def scale_controls() -> tuple[int, int, bool, int]:
@@ -482,9 +588,11 @@ def scale_draws() -> None:
     scale_curves(d_k, n_keys, scaled, seed)
 
 
-def scale_model_spread(sel: Selection, kind: A.AttentionKind) -> None:
+@st.fragment(key=SCALE_MODEL)  # the kind reruns it (rerun_only)
+def scale_model_spread(sel: Selection) -> None:
     """The current model's own spread of raw q·k per layer and head, next to √d_head."""
     cfg = sel.model.cfg
+    kind = picked(sel).kind
     spread = run_spread(sel, kind)
     st.markdown(f"**The model in the sidebar.** For every head of its {kind.label.lower()}, the spread of the raw "
                 f"scores q·k over the {spread.pairs} (query, key) pairs of the sidebar's input that a query may "
@@ -504,7 +612,7 @@ def scale_model_spread(sel: Selection, kind: A.AttentionKind) -> None:
     st.caption(f"This model {how}. Hover a bar for the spread of the query and key entries themselves.{note}")
 
 
-def scale_panel(sel: Selection, kind: A.AttentionKind) -> None:
+def scale_panel(sel: Selection) -> None:
     """Why divide by √d_k: random q·k grows with the width, and unscaled softmax saturates."""
     st.subheader("Why divide by √d_k")
     st.markdown("Take a query and a key whose d_k entries are independent random numbers with mean 0 and "
@@ -523,7 +631,7 @@ def scale_panel(sel: Selection, kind: A.AttentionKind) -> None:
     st.caption("This view draws random vectors, so the temperature slider above does not apply here; the "
                "model's spread at the bottom is measured at T = 1, before any scaling.")
     scale_draws()
-    scale_model_spread(sel, kind)
+    scale_model_spread(sel)
     try_this("Move d_k from 1 to 1024 with 'divide by √d_k' off: the histogram widens and the measured spread "
              "tracks √d_k (about 32 at 1024). Switch it on: the histogram stays at spread 1 at every width.",
              "Watch the orange curves: past d_k ≈ 64 the largest weight heads for 1, the entropy for 0 and the "
@@ -561,19 +669,25 @@ def seed_url(sel: Selection) -> None:
     URL.input2.seed(default=input_b_default(sel))
 
 
-def compare_panel(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
+def compare_panel(sel: Selection):
     """Two heads, or one head on two inputs, side by side with their difference."""
     st.subheader("Compare")
     st.markdown("Put two patterns next to each other and subtract them. In the difference, **blue** cells are "
                 "where A gives more weight than B, **red** where B gives more, white where they agree. Each row "
                 "of A − B adds up to 0, because both rows add up to 1.")
-    compare_pair(sel, kind, layer, head, pat_all, q_tokens, k_tokens, temperature)
+    compare_pair(sel)
 
 
-@st.fragment  # local: the mode, head B and input B redraw only these controls, A, B, A − B and the summary
-def compare_pair(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens, temperature):
+# local: the mode, head B and input B redraw only these controls, A, B, A − B and the summary; the kind, the
+# layer, the head and the temperature rerun it too (rerun_only)
+@st.fragment(key=CMP_PAIR)
+def compare_pair(sel: Selection):
     """The mode and B's controls, then A, B and their difference. The heading and the reading guide above
     do not depend on them, so a click leaves those as drawn."""
+    v = picked(sel)
+    kind, layer, head, q_tokens, k_tokens, temperature = v.kind, v.layer, v.head, v.q_tokens, v.k_tokens, \
+        v.temperature
+    pat_all = run_patterns(sel, kind, temperature)[0]
     labels = {CMP_HEADS: "Two heads, same input", CMP_INPUTS: "Same head, two inputs"}
     mode = URL.cmp.widget(st.radio, "Compare", format_func=labels.get, horizontal=True,
                           label_visibility="collapsed")
@@ -618,9 +732,20 @@ def compare_pair(sel: Selection, kind, layer, head, pat_all, q_tokens, k_tokens,
                f"{np.abs(diff).mean():.4f}.")
 
 
-def export_panel(sel: Selection, kind, patterns, q_tokens, k_tokens, temperature):
+def export_panel(sel: Selection):
     """Download the attention tensor of the current view as CSV and .npz; PNGs come from the chart toolbar."""
     st.subheader("Export")
+    export_files(sel)
+    st.caption("Load the .npz with `np.load(path)`: arrays `pattern`, `query_tokens`, `key_tokens` and the "
+               "model, kind and temperature (no pickle needed).")
+
+
+@st.fragment(key=EXPORT_FILES)  # the kind and the temperature rerun it (rerun_only)
+def export_files(sel: Selection) -> None:
+    """The tensor's shape, kind and temperature, and the two downloads of it."""
+    v = picked(sel)
+    kind, q_tokens, k_tokens, temperature = v.kind, v.q_tokens, v.k_tokens, v.temperature
+    patterns = run_patterns(sel, kind, temperature)[0]
     n_l, n_h, n_q, n_k = patterns.shape
     st.markdown(f"The current view's attention tensor has shape **[layer, head, query, key] = "
                 f"[{n_l}, {n_h}, {n_q}, {n_k}]** ({kind.label}, T = {temperature:g}). For pictures: every chart "
@@ -636,8 +761,6 @@ def export_panel(sel: Selection, kind, patterns, q_tokens, k_tokens, temperature
                        partial(A.export_npz, patterns, q_tokens, k_tokens, **meta), file_name=f"{stem}.npz",
                        mime="application/octet-stream", icon=":material/download:", key="attention.npz",
                        on_click="ignore", help="numpy arrays: the pattern and the token labels.")
-    st.caption("Load the .npz with `np.load(path)`: arrays `pattern`, `query_tokens`, `key_tokens` and the "
-               "model, kind and temperature (no pickle needed).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -658,64 +781,81 @@ class View:
     temperature: float
 
 
-def controls(sel: Selection) -> View:
-    """The kind picker and the layer / head / query / temperature bar, seeded from and written to the URL."""
-    cfg = sel.model.cfg
-    kind = pick_kind(sel)
+def picked(sel: Selection) -> View:
+    """The kind, layer, head, query row and temperature the controls hold now, read from the session: a fragment
+    that a control reruns sees the new value (its arguments are those of the page's last full run, where the
+    controls were drawn and checked)."""
+    kinds = A.attention_kinds(sel.arch)
+    kind = {k.key: k for k in kinds}.get(URL.kind.now(), kinds[0]) if len(kinds) > 1 else kinds[0]
     q_tokens, k_tokens = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
+    return View(kind, q_tokens, k_tokens, int(URL.layer.now()), int(URL.head.now()), int(URL.query.now()),
+                URL.temp.now())
+
+
+def controls(sel: Selection) -> None:
+    """The kind picker and the layer / head / temperature bar, seeded from and written to the URL, then the query
+    row kept for the kind's tokens. Each reruns only the parts of the open view that read it (`reading_kind`,
+    `reading_layer`, `reading_head`, `reading_temp`)."""
+    cfg = sel.model.cfg
+    pick_kind(sel)
     with st.container(border=True):
         c1, c2 = st.columns([2, 3])
         with c1:
-            layer = pick_index(URL.layer, "Layer", cfg.n_layers)
+            pick_index(URL.layer, "Layer", cfg.n_layers, reruns=reading_layer)
         with c2:
-            head = pick_index(URL.head, "Head", cfg.n_heads)
-        temperature = pick_temperature()
-    # The query row is picked inside the views about one query (One head, Step by step); the others
-    # keep its value, so it survives a trip through them.
-    qpos = URL.query.seed(hi=len(q_tokens) - 1, default=len(q_tokens) - 1)
-    URL.query.write(qpos)
-    return View(kind, q_tokens, k_tokens, layer, head, qpos, temperature)
+            pick_index(URL.head, "Head", cfg.n_heads, reruns=reading_head)
+        pick_temperature()
+    query_row(sel)
 
 
-def draw(sel: Selection, v: View) -> None:
-    """The view buttons, then the open view (the only one computed and drawn)."""
-    base_pat, base_logits = run_patterns(sel, v.kind, 1.0)
-    pat, logits = (base_pat, base_logits) if v.temperature == 1 else run_patterns(sel, v.kind, v.temperature)
+@st.fragment(key=QUERY_ROW)  # the kind reruns it (rerun_only); it draws nothing
+def query_row(sel: Selection) -> None:
+    """The query row, made valid for the kind's query tokens and written to the URL. It is picked inside the
+    views about one query (One head, Step by step); the others keep its value, so it survives a trip through
+    them. An empty container is not drawn, so a full run shows nothing of it."""
+    n_q = len(picked(sel).q_tokens)
+    URL.query.write(URL.query.seed(hi=n_q - 1, default=n_q - 1))
+
+
+def draw(sel: Selection) -> None:
+    """The view buttons, then the open view (the only one computed and drawn). Its parts read the kind, layer,
+    head and temperature from the session."""
     view = pick_view()
     if view == VIEW_GRID:
-        overview_panel(pat, v.q_tokens, v.k_tokens, v.layer, v.head, v.kind)
+        overview_panel(sel)
         try_this("Find a head whose square shows a bright diagonal (each token looks at itself) or a diagonal "
                  "shifted by one (each token looks at its neighbour). Open it with the Layer and Head buttons "
                  "above, then the 'One head' view.",
                  "Compare layer 0 with the last layer: later heads often make sharper, task-specific choices.")
     elif view == VIEW_HEAD:
-        head_panel(pat[v.layer, v.head], v.q_tokens, v.k_tokens, v.layer, v.head, v.kind, v.temperature)
+        head_panel(sel)
         try_this("Change the query token above and watch its orange row, lines and bars move.",
                  "Edit the input in the sidebar (for example swap two tokens) and see which weights follow the "
                  "tokens and which stay with the positions.")
     elif view == VIEW_STEPS:
-        arithmetic_panel(sel, v.kind, v.layer, v.head, v.qpos, v.q_tokens, v.k_tokens, v.temperature)
+        arithmetic_panel(sel)
     elif view == VIEW_TEMP:
-        temperature_panel(sel, v.kind, v.layer, v.head, v.q_tokens, base_pat, base_logits, pat, logits,
-                          v.temperature)
+        temperature_panel(sel)
         try_this("Move T to 0.1: the entropy bars drop towards 0 and each row picks one key. Does the model "
                  "still get the answers right?",
                  "Move T to 10: every row approaches the uniform marker and the predictions usually fall "
                  "apart. Which positions survive longest?")
     elif view == VIEW_SCALE:
-        scale_panel(sel, v.kind)
+        scale_panel(sel)
     elif view == VIEW_CMP:
-        compare_panel(sel, v.kind, v.layer, v.head, pat, v.q_tokens, v.k_tokens, v.temperature)
+        compare_panel(sel)
         try_this("Compare two heads of the same layer: do they split the work (different keys) or repeat "
                  "each other?",
                  "Choose 'Same head, two inputs' and type input B as the sidebar input with one token "
                  "changed: which rows of the difference light up?")
     else:
-        export_panel(sel, v.kind, pat, v.q_tokens, v.k_tokens, v.temperature)
+        export_panel(sel)
 
 
-@st.fragment  # the bar and the view buttons feed only what is below the title: a click redraws that, not the sidebar
 def body(sel: Selection) -> None:
-    """Everything below the title: the controls, then the chosen view."""
+    """Everything below the title: the controls, then the open view, whose parts that read the controls are
+    fragments the controls rerun by key (the open view's alone); the view buttons rerun the page."""
     with offscreen.section_group("attention"):
-        draw(sel, controls(sel))
+        controls(sel)
+        draw(sel)
+        nothing_read()

@@ -9,14 +9,19 @@ What a click reruns: the sidebar (model, input) feeds every panel and reruns the
 five panels share nothing else, so each holds fragments (`@st.fragment`) and a control redraws only
 its own: the hook picker and a click on a diagram dot (1, `hook_explorer`), opening the table of
 every hook (1, `hook_table`), the identities' attention, layer and seed (1, `identity_checks`);
-L_e and L_d (2, `shapes_live`); the prompt, the number of steps, ◀ step / step ▶, the step slider,
-the cache's layer, the timing length and Measure again (3, `decoding_steps`, whose timing chart
-follows the prompt); the example (4, `leak_gradients`: the gradient maps, not the fix's table); the
-training seed and Train both decoders (5, `masked_training`). A panel's heading, explanation and
-equation sit outside its fragments, and so does its "Try this" except in panel 5 (shown only once the
-decoders are trained, which a click there decides), so a click does not redraw them. The "Switch to
-reverse-encdec" buttons (`offer_encdec`, a fragment of its own) change the sidebar's model, so
-they rerun the whole page (`st.rerun(scope="app")`).
+L_e and L_d (2, `shapes_live`); the example (4, `leak_gradients`: the gradient maps, not the fix's
+table); the training seed and Train both decoders (5, `masked_training`). Panel 3's parts that read
+its controls are keyed fragments (`@st.fragment(key=...)`) reading them from the session, and each
+control reruns by key (`reruns=`, ui.params.rerun_only) only those that read it: the prompt, drawn
+outside every fragment, reruns all of them (the number of steps, `step_count`, whose range follows
+it, and the timing, `timing_measured`, included); the number of steps, the step slider and ◀ step /
+step ▶ rerun the step slider and the step shown (`step_shown`), the key cache (`kv_cache`) and the
+work per step (`work_per_step`), not the timing; the cache's layer reruns only `kv_cache` (its key
+cache and query), the timing length and Measure again only `timing_measured`, the fragments they sit
+in. A panel's heading, explanation and equation sit outside its fragments, and so does its "Try
+this" except in panel 5 (shown only once the decoders are trained, which a click there decides), so
+a click does not redraw them. The "Switch to reverse-encdec" buttons (`offer_encdec`, a fragment of
+its own) change the sidebar's model, so they rerun the whole page (`st.rerun(scope="app")`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from core.analysis import leakage as L
 from ui import generation_runs as R
 from ui import precomputed
 from ui.page import computed, csv_download, lazy_expander, rows_table, try_this
-from ui.params import Choice, Int, Params
+from ui.params import Choice, Int, Params, rerun_only
 from ui.sidebar import Selection
 
 MAX_STEPS = 64  # decoding steps the stepper draws
@@ -350,38 +355,66 @@ def shapes_live(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+# The fragments of panel 3 that read the stepper's controls, by what they read: a control reruns only those
+# (`rerun_only`), not the heading, text, formula, "Time per token" heading and 'Try this' around them. The cache's
+# layer, the timing length and Measure again sit inside the one fragment that reads them (`kv_cache`,
+# `timing_measured`) and rerun only it, as a click inside a fragment does.
+STEPPER_STEPS, STEPPER_STEP, STEPPER_CACHE, STEPPER_COUNTERS, STEPPER_TIMING = (
+    "generation.stepper.steps", "generation.stepper.step", "generation.stepper.cache", "generation.stepper.counters",
+    "generation.stepper.timing")
+READS_T = (STEPPER_STEP, STEPPER_CACHE, STEPPER_COUNTERS)  # the step slider itself is in STEPPER_STEP
+READS_STEPS = READS_T  # the step slider's range follows the number of steps
+READS_PROMPT = (STEPPER_STEPS, *READS_T, STEPPER_TIMING)  # the number of steps' range and the timing follow it
+
+
 def move_step(delta: int, hi: int) -> None:
-    """Button callback: step the slider by `delta`, within 0..hi."""
+    """Button callback: step the slider by `delta`, within 0..hi, then rerun only what reads the step (READS_T,
+    which holds the slider: it shows the new step and writes it to the URL)."""
     key = URL.t.key
     st.session_state[key] = int(min(max(st.session_state.get(key, 0) + delta, 0), hi))
+    rerun_only(None, key, None, READS_T)
 
 
-def stepper_controls(sel: Selection) -> tuple[int, int, int]:
-    """Prompt length, number of steps and the step shown."""
+def stepper_now(sel: Selection) -> tuple[int, int, int]:
+    """Prompt length, number of steps and the step the controls hold now, read from the session and kept in
+    their ranges: a fragment that a control reruns sees the new values (its arguments are those of the page's
+    last full run), whichever of the fragments a change reruns comes first."""
+    b = stepper_bounds(sel)
+    prompt = 1 if sel.arch == "encoder-decoder" else \
+        URL.prompt.fit(URL.prompt.now(b["prompt"]), URL.prompt.bounds(hi=b["prompt_hi"])) or b["prompt"]
+    steps = URL.steps.fit(URL.steps.now(b["steps"]), URL.steps.bounds(hi=steps_hi(sel, prompt))) or b["steps"]
+    t = URL.t.fit(URL.t.now(0), URL.t.bounds(hi=steps - 1))
+    return int(prompt), int(steps), int(t or 0)
+
+
+def stepper_controls(sel: Selection) -> None:
+    """Prompt length (or, for an encoder-decoder, why there is none) and the number of steps, whose range
+    follows the prompt (`step_count`, a fragment the prompt reruns)."""
     b = stepper_bounds(sel)
     c1, c2 = st.columns(2)
     with c1:
         if sel.arch == "encoder-decoder":
             st.caption("The decoder starts from `<bos>` and reads the whole source through cross-attention.")
             URL.prompt.clear()
-            prompt = 1
         else:
-            prompt = URL.prompt.widget(st.slider, "prompt tokens", hi=b["prompt_hi"], default=b["prompt"],
-                                       help="The input's first tokens; the model writes the rest.")
+            URL.prompt.widget(st.slider, "prompt tokens", hi=b["prompt_hi"], default=b["prompt"], reruns=READS_PROMPT,
+                              help="The input's first tokens; the model writes the rest.")
     with c2:
-        steps = URL.steps.widget(st.slider, "tokens to generate", hi=steps_hi(sel, prompt),
-                                 default=b["steps"])
-    b1, b2, b3 = st.columns([1, 1, 6])
-    b1.button("◀ step", key="generation.prev", on_click=move_step, args=(-1, steps - 1))
-    b2.button("step ▶", key="generation.next", on_click=move_step, args=(1, steps - 1))
-    with b3:
-        t = URL.t.widget(st.slider, "step t", hi=steps - 1, default=0)
-    return int(prompt), int(steps), int(t)
+        step_count(sel)
+
+
+@st.fragment(key=STEPPER_STEPS)  # the prompt reruns it (rerun_only)
+def step_count(sel: Selection) -> None:
+    """The number of steps, up to what the prompt leaves room for."""
+    b = stepper_bounds(sel)
+    prompt = stepper_now(sel)[0]
+    URL.steps.widget(st.slider, "tokens to generate", hi=steps_hi(sel, prompt), default=b["steps"],
+                     reruns=READS_STEPS)
 
 
 def stepper_panel(sel: Selection) -> None:
     """Panel 3: greedy decoding one token at a time, with and without the key-value cache. The heading,
-    explanation and 'Try this' sit outside the fragment (an encoder gets the offer of a switch instead)."""
+    explanation and 'Try this' sit outside the fragments (an encoder gets the offer of a switch instead)."""
     st.subheader("3 · Decoding, one token at a time")
     st.markdown(
         "To write, a decoder predicts one token, appends it and runs again. Without a cache it recomputes every "
@@ -405,13 +438,35 @@ def stepper_panel(sel: Selection) -> None:
     )
 
 
-@st.fragment  # local: the stepper's controls and buttons redraw only these, the step's figures and the timing
 def decoding_steps(sel: Selection) -> None:
     """The stepper's controls, the step shown with and without the cache, and the timing (which follows the
-    prompt)."""
-    prompt, steps, t = stepper_controls(sel)
-    bos = sel.task.vocab.bos_id
-    with_cache, without, diff = R.traces(sel.cache_key, prompt, steps, bos)
+    prompt). Each part that reads a control is a fragment that the control reruns by key (READS_*)."""
+    stepper_controls(sel)
+    step_shown(sel)
+    kv_cache(sel)
+    work_per_step(sel)
+    timing_section(sel)
+
+
+def traces_now(sel: Selection) -> tuple:
+    """(prompt, steps, t, with the cache, without it, the logits' differences) for the controls' values now
+    (memoised traces)."""
+    prompt, steps, t = stepper_now(sel)
+    return (prompt, steps, t, *R.traces(sel.cache_key, prompt, steps, sel.task.vocab.bos_id))
+
+
+@st.fragment(key=STEPPER_STEP)  # the prompt, the number of steps, the step slider and ◀ / ▶ rerun it (rerun_only)
+def step_shown(sel: Selection) -> None:
+    """◀ step / step ▶ and the step slider (its range follows the number of steps), then the step shown: the
+    decoder's input so far, the metrics of both runs, the encoder-decoder's setup, and where the newest token
+    looks."""
+    _, steps, _ = stepper_now(sel)
+    b1, b2, b3 = st.columns([1, 1, 6])
+    b1.button("◀ step", key="generation.prev", on_click=move_step, args=(-1, steps - 1))
+    b2.button("step ▶", key="generation.next", on_click=move_step, args=(1, steps - 1))
+    with b3:
+        URL.t.widget(st.slider, "step t", hi=steps - 1, default=0, reruns=READS_T)
+    _, _, t, with_cache, without, diff = traces_now(sel)
     step, plain = with_cache.steps[t], without.steps[t]
     vocab = sel.task.vocab
     tokens = vocab.decode(with_cache.tokens.tolist())
@@ -437,7 +492,17 @@ def decoding_steps(sel: Selection) -> None:
     src_labels = sel.tokens if with_cache.source_len else ()
     st.plotly_chart(R.rows_figure(step.self_row, tokens[:step.self_row.shape[2]], step.cross_row, list(src_labels),
                                   f"Step {t}: where the newest token looks"), key="generation.rows")
+
+
+# local: the cache's layer redraws only itself, the key cache and the query; the prompt, the number of steps and
+# the step rerun it too (rerun_only)
+@st.fragment(key=STEPPER_CACHE)
+def kv_cache(sel: Selection) -> None:
+    """The cache's layer, that layer's key cache after the step and the step's new query there."""
     kv_layer = URL.kvlayer.widget(st.selectbox, "layer of the cache", hi=sel.model.cfg.n_layers - 1)
+    _, _, t, with_cache, _, _ = traces_now(sel)
+    step = with_cache.steps[t]
+    tokens = sel.task.vocab.decode(with_cache.tokens.tolist())
     new_rows = step.fed
     c1, c2 = st.columns([2, 1])
     with c1:
@@ -448,12 +513,17 @@ def decoding_steps(sel: Selection) -> None:
         st.plotly_chart(R.tensor_figure(step.query[kv_layer], [f"head {h}" for h in range(step.query.shape[1])],
                                         "d_h", "head", f"the new query q_{t}, layer {kv_layer}"),
                         key="generation.query")
+
+
+@st.fragment(key=STEPPER_COUNTERS)  # the prompt, the number of steps and the step rerun it (rerun_only)
+def work_per_step(sel: Selection) -> None:
+    """The work of every step both ways, the step marked, and its download."""
+    _, _, t, with_cache, without, diff = traces_now(sel)
     st.plotly_chart(R.counters_figure(tuple(with_cache.counters()), tuple(without.counters()), t,
                                       "Work per step: with the cache flat (projections) or linear (attention); "
                                       "without it, growing"), key="generation.counters")
     csv_download(lambda: decoding_counters(with_cache, without, diff), "decoding-counters.csv",
                  "generation.counters_csv")
-    timing_section(sel, prompt)
 
 
 def decoding_counters(with_cache, without, diff) -> pd.DataFrame:
@@ -463,9 +533,19 @@ def decoding_counters(with_cache, without, diff) -> pd.DataFrame:
     return counters
 
 
-def timing_section(sel: Selection, prompt: int) -> None:
-    """Measured milliseconds per token as the output grows, with and without the cache."""
+def timing_section(sel: Selection) -> None:
+    """Measured milliseconds per token as the output grows, with and without the cache. The heading is drawn
+    on full runs only."""
     st.markdown("#### Time per token")
+    timing_measured(sel)
+
+
+# local: the timing length and Measure again redraw only these controls, the chart, its caption and download; the
+# prompt reruns it too (rerun_only)
+@st.fragment(key=STEPPER_TIMING)
+def timing_measured(sel: Selection) -> None:
+    """The timing length (up to what the prompt leaves room for), Measure again, and the measured chart."""
+    prompt = stepper_now(sel)[0]
     cap = timing_cap(sel, prompt)
     c1, c2 = st.columns([3, 1])
     with c1:

@@ -42,7 +42,7 @@ from ui import offscreen
 from ui.figures import cached
 from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
 from ui.page import computed, pick_index, rows_table, try_this
-from ui.params import Choice, Int, Multi, Params
+from ui.params import Choice, Int, Multi, Params, view_readers
 from ui.runs import run
 from ui.sidebar import Selection
 
@@ -126,26 +126,9 @@ def open_view() -> str:
     return VIEW_OF_LABEL.get(URL.view.now(), VIEW_SUB)
 
 
-def open_readers(reads: dict) -> tuple:
-    """The fragments of the open tab that read a picker (`reads`: READS_KIND, READS_LAYER or READS_HEAD);
-    `nothing_read` when none does, since a rerun by key needs at least one (`st.rerun([])` is an error, and
-    rerun_only would answer it with the whole page)."""
-    return reads[open_view()] or (NOTHING_READ,)
-
-
-def reading_kind() -> tuple:
-    """The fragments the kind reruns now (named when it changes: they depend on the open tab)."""
-    return open_readers(READS_KIND)
-
-
-def reading_layer() -> tuple:
-    """The fragments the layer reruns now."""
-    return open_readers(READS_LAYER)
-
-
-def reading_head() -> tuple:
-    """The fragments the head reruns now."""
-    return open_readers(READS_HEAD)
+reading_kind = view_readers(READS_KIND, open_view, NOTHING_READ)  # the fragments a picker reruns when it changes
+reading_layer = view_readers(READS_LAYER, open_view, NOTHING_READ)
+reading_head = view_readers(READS_HEAD, open_view, NOTHING_READ)
 
 
 @st.fragment(key=NOTHING_READ)  # a pick that no part of the open tab reads reruns it (rerun_only)

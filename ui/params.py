@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable, Optional, Sequence
 
 import streamlit as st
@@ -138,6 +139,19 @@ def rerun_only(param: Optional[Param], key: str, default: Any,
         st.rerun(list(fragments() if callable(fragments) else fragments))
     except StreamlitAPIException:  # one of them was not drawn on the page's last run (an early return): all of it
         st.rerun()
+
+
+def view_readers(reads: dict[str, Sequence[str]], shown: Callable[[], str],
+                 nothing: str) -> Callable[[], tuple[str, ...]]:
+    """For `reruns=` on a page whose views (tabs) read a control differently: a function that names, when the
+    control changes, the keyed fragments of the view `shown()` now that read it (`reads`: view -> keys), or
+    `nothing` (the key of an empty keyed fragment that every full run draws) when none does: a rerun by key
+    needs one at least (`st.rerun([])` is an error, and rerun_only would answer it with the whole page)."""
+    return partial(_view_readers, reads, shown, nothing)
+
+
+def _view_readers(reads: dict[str, Sequence[str]], shown: Callable[[], str], nothing: str) -> tuple[str, ...]:
+    return tuple(reads.get(shown(), ())) or (nothing,)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import app_at, assert_ok, decode_array, page_at, plotly_specs
+from tests.app.fragments import click
 
 PAGE = "pages/attention.py"
 DECODER, ENCODER, ENCDEC = "induction-sinusoidal", "agreement-encoder", "reverse-encdec"
@@ -225,11 +226,12 @@ def test_cross_attention_queries_from_target_keys_from_source():
     assert heat["layout"]["yaxis"]["title"]["text"] == "query (target token)"
     assert heat["data"][0]["y"][0].endswith("<bos>")  # the decoder's input starts with <bos>
     # The same model's other two kinds.
-    at.segmented_control(key="attention.kind").set_value("dec").run()
+    page = at._tree  # the kind reruns only the parts of the view that read it (keyed fragments)
+    click(at, "attention.kind", "dec", page)
     assert_ok(at)
     z = decode_array(plotly_specs(at)[0]["data"][0]["z"])
     assert z.shape[0] == z.shape[1] and np.all(np.triu(z, k=1) == 0)
-    at.segmented_control(key="attention.kind").set_value("enc").run()
+    click(at, "attention.kind", "enc", page)
     z = decode_array(plotly_specs(at)[0]["data"][0]["z"])
     assert z.shape == (len(src), len(src))
     assert at.query_params["kind"] == "enc"

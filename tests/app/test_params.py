@@ -171,3 +171,16 @@ def test_a_control_whose_fragment_was_not_drawn_reruns_the_whole_page():
     assert_ok(at)
     assert at.title, "an unknown fragment key falls back to a full rerun, not an error"
     assert at.query_params["n"] == "7"
+
+
+def test_view_readers_names_the_shown_views_readers_or_the_empty_fragment():
+    from ui.params import view_readers
+
+    shown = ["grid"]
+    reads = {"grid": ("p.grid.chart",), "scale": ()}
+    readers = view_readers(reads, lambda: shown[0], "p.nothing")
+    assert readers() == ("p.grid.chart",)
+    shown[0] = "scale"  # named when the control changes: the view shown then
+    assert readers() == ("p.nothing",)
+    shown[0] = "unknown"
+    assert readers() == ("p.nothing",)

@@ -124,7 +124,7 @@ GROUPS = [
     # Cost's setting feeds every section, but only their measured parts: d reruns those by key
     Group("pages/cost.py", "cost.d", 128, ("d", "128"), ("cost.chart.time", "cost.chart.memory"), "cost.chart.memory",
           ("cost.chart.preset",)),
-    # Controls that feed every section below the title: the page's body is one fragment (not the sidebar)
+    # Attention's bar reruns by key only the parts of the shown view that read it (the grid: its one chart)
     Group("pages/attention.py", "attention.layer", 1, ("layer", "1"), ("attention.fig_grid",), "attention.fig_grid", ()),
     # Heads' pickers rerun by key only the parts of the open tab that read them: not the budget calculator
     Group("pages/heads.py", "heads.layer", 1, ("layer", "1"), ("heads.fig_angles", "heads.fig_gram", "heads.fig_erank"),
