@@ -134,6 +134,7 @@ def rerun_only(param: Optional[Param], key: str, default: Any,
     from a callback), not the page. The control itself is not drawn again, so its URL parameter is written
     here (`param` None: it has none). `fragments` may be a function that names them now."""
     if param is not None:
+        query.keep(key, st.session_state[key])  # what the page shows when it is opened again in this session
         param.write(st.session_state[key], default=default)
     try:
         st.rerun(list(fragments() if callable(fragments) else fragments))

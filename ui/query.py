@@ -144,6 +144,13 @@ def seed(key: str, param: str, parse: Callable[[str], object], default, valid: C
     return value
 
 
+def keep(key: str, value) -> None:
+    """Remember `value` as widget `key`'s last value in this session, which `seed` hands back when the page is
+    opened again: for a control whose change reruns only other fragments (ui.params.rerun_only), so that it
+    is not drawn, and seeded, again."""
+    _book().kept[key] = value
+
+
 def write(**values) -> None:
     """Put the current view into the URL (only the keys given; None removes a key)."""
     for name, value in values.items():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from core import checkpoints
-from tests.app.conftest import assert_ok, page_at
+from tests.app.conftest import app_at, assert_ok, page_at
 from tests.app.fragments import click, click_in_fragment, fragment_id
 from tests.app.test_train_page import configure, run_of, train_to_end
 
@@ -203,6 +203,18 @@ def test_a_control_that_feeds_a_group_of_sections_redraws_that_group_only(g: Gro
     for key in g.changed:
         assert chart(at, key) == before[key], f"{key} did not follow {g.widget} back"
         assert after[key] != before[key]
+
+
+def test_a_control_that_reruns_only_fragments_keeps_its_value_across_a_page_switch():
+    # it is not drawn again by its rerun, so nothing else would remember its value for the page's next opening
+    at = app_at("pages/depth.py")
+    assert_ok(at)
+    assert at.selectbox(key="depth.pos").value != 1
+    click(at, "depth.pos", 1, at._tree)
+    at.switch_page("pages/home.py").run()
+    at.switch_page("pages/depth.py").run()
+    assert_ok(at)
+    assert at.selectbox(key="depth.pos").value == 1 and at.query_params["at"] == "1"
 
 
 @pytest.mark.parametrize("page,key,query", WHOLE_PAGE, ids=lambda v: v if isinstance(v, str) else "")
