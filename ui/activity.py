@@ -1,7 +1,8 @@
 """Which browser sessions are using this server right now, for sharing it fairly (ui.train_runs).
 
 app.py calls `touch()` on every full run of a session (a page opened or a control changed; a
-fragment's own reruns, such as a training tick, do not run app.py). A session counts as active
+fragment's own reruns, such as a training tick, do not run app.py), and so does a control that reruns
+only the fragments that read it (ui.params.rerun_only). A session counts as active
 for `ACTIVE_SECONDS` after that. A tab left open that nobody clicks stops counting, so it does
 not slow anyone's training down.
 """

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from ui import query
+from ui import activity, query
 
 def general(value: float) -> str:
     """A number as a person writes it: 0.5, 2, 1e-05 (Python's `g` format)."""
@@ -133,6 +133,7 @@ def rerun_only(param: Optional[Param], key: str, default: Any,
     """A control's on_change: rerun only the fragments that read it (Streamlit 1.67 reruns fragments by key
     from a callback), not the page. The control itself is not drawn again, so its URL parameter is written
     here (`param` None: it has none). `fragments` may be a function that names them now."""
+    activity.touch()  # a student at work, as a full run would record it (app.py does not run now)
     if param is not None:
         query.keep(key, st.session_state[key])  # what the page shows when it is opened again in this session
         param.write(st.session_state[key], default=default)
