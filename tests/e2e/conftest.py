@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("GLASSBOX_SCREENSHOTS", ROOT / "test-artifacts" / "screenshots"))
@@ -109,6 +110,22 @@ def wait_for_run(page, timeout: float = 90_000, last: str | None = None) -> None
     )
     if last:
         page.wait_for_selector(last, timeout=timeout)
+
+
+def pick_option(page, select, option, tries: int = 3) -> None:
+    """Open the select box `select` (a locator) and click `option` (a locator of the list's option). While a
+    long page is still drawing its charts, the box can move under the pointer and its list close again as it
+    opens; a student clicks again, and so does this (up to `tries` times)."""
+    for attempt in range(tries):
+        select.click()
+        try:
+            option.click(timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(500)
 
 
 def open_page(page, url: str, timeout: float = 120_000, last: str | None = None) -> None:

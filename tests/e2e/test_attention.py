@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import decode_array
-from tests.e2e.conftest import (SCREENSHOTS, assert_no_exception, fit_viewport_to_page, open_page, plotly_data, screenshot,
-                                 wait_for_run)
+from tests.e2e.conftest import (SCREENSHOTS, assert_no_exception, fit_viewport_to_page, open_page, pick_option,
+                                 plotly_data, screenshot, wait_for_run)
 from ui.nav import IMAGES, PAGES
 
 pytestmark = pytest.mark.e2e
@@ -153,8 +153,8 @@ def test_slider_and_select_change_the_heatmap(server_url, page):
 
     # The query select box moves the bar chart to another row of the heatmap.
     before = _settled_chart(page, 2, "bar")
-    page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").get_by_role("combobox").click()
-    page.get_by_role("option").nth(3).click()
+    query_box = page.locator("[data-testid='stSelectbox']").filter(has_text="Query token").get_by_role("combobox")
+    pick_option(page, query_box, page.get_by_role("option").nth(3))
     bars = _settled_chart(page, 2, "bar", unlike=before)
     np.testing.assert_allclose(_array(bars[0]["y"]), z2[3], atol=1e-3)
     assert_no_exception(page)

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import (assert_no_exception, chart_z, open_page, tall_screenshot,
+from tests.e2e.conftest import (assert_no_exception, chart_z, open_page, pick_option, tall_screenshot,
                                 wait_for_charts, wait_for_run, wait_for_z_change)
 
 pytestmark = pytest.mark.e2e
@@ -31,8 +31,8 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     assert np.allclose(pattern0.sum(axis=1), 1, atol=1e-3)
     tall_screenshot(page, "masks")
 
-    page.locator("[data-testid='stSelectbox']").filter(has_text="Start from").click()
-    page.get_by_role("option", name="Causal: j ≤ i").click()
+    pick_option(page, page.locator("[data-testid='stSelectbox']").filter(has_text="Start from"),
+                page.get_by_role("option", name="Causal: j ≤ i"))
     pattern1 = wait_for_z_change(page, pattern0, 2)
     wait_for_run(page, last=LAST)
     assert np.all(np.triu(pattern1, 1) == 0)

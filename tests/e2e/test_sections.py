@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_run
+from tests.e2e.conftest import assert_no_exception, open_page, pick_option, screenshot, wait_for_run
 from ui import offscreen
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +43,7 @@ def test_a_click_in_a_fragment_updates_the_section_and_the_address(server_url, p
 
 
 def test_a_control_that_feeds_a_group_of_sections_redraws_them_in_the_browser(server_url, page):
-    # Masks' layer picker redraws sections 2-4 (one fragment, tests/app/test_sections.py); here a student's
+    # Masks' layer picker redraws what reads it in sections 2-4 (by key, tests/app/test_sections.py); here a student's
     # pick in chromium: the section's heatmaps follow, the address follows, and the group's blocks are skipped
     # out of sight one by one, as the page's own blocks are (ui/offscreen.py)
     open_page(page, server_url, timeout=240_000)
@@ -52,8 +52,8 @@ def test_a_control_that_feeds_a_group_of_sections_redraws_them_in_the_browser(se
     skipped = page.evaluate(f"() => Array.from(document.querySelectorAll(\"{offscreen.GROUP_BLOCKS}\"))"
                             ".map(e => getComputedStyle(e).contentVisibility)")
     assert len(skipped) > 10 and set(skipped) == {"auto"}, skipped
-    page.locator("[data-testid='stSelectbox']").filter(has_text="Layer").first.click()
-    page.get_by_role("option", name="1", exact=True).click()
+    pick_option(page, page.locator("[data-testid='stSelectbox']").filter(has_text="Layer").first,
+                page.get_by_role("option", name="1", exact=True))
     page.wait_for_function("() => new URL(location.href).searchParams.get('layer') === '1'", timeout=60_000)
     wait_for_run(page)
     page.wait_for_function(f"() => ({TITLES})().some(t => t.startsWith('own mask · layer 1'))", timeout=60_000)
