@@ -325,13 +325,6 @@ class Multi(Param):
     def seed(self, *, default: Any = None, **kwargs) -> Any:
         return super().seed(default=list(self.default if default is None else default), **kwargs)
 
-    def now(self, default: Any = None) -> Any:
-        """The value the control holds now, from the session: what a fragment rerun by key reads (its arguments
-        are those of the page's last full run). Before the control was first drawn: `default` or the declared
-        one."""
-        value = st.session_state.get(self.key, _ABSENT)
-        return (self.default if default is None else default) if value is _ABSENT else value
-
     def write(self, value: Any, default: Any = None) -> None:
         """An empty selection at an empty default leaves the URL (as `omit_default` says)."""
         super().write(list(value), default=list(self.default if default is None else default))
