@@ -20,8 +20,7 @@ header(
     "you how far information can travel, and how fast, through a stack of layers.",
     r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\Big(\frac{QK^\top}{\sqrt{d}} + M\Big)V",
 )
-drawn = V.mask_panel(sel)  # the mask(s) drawn and the model's runs; None for an input too long to draw
-if drawn is not None:
-    V.model_sections(sel, drawn)  # sections 2-4: the layer and head pickers rerun only the parts that read them
-V.cost_panel(drawn)
+if V.mask_panel(sel):  # section 1; False for an input too long to draw every pair of
+    V.model_sections(sel)  # sections 2-4: the pickers and the editor rerun only the parts that read them
+V.cost_panel(sel)
 V.legality_panel(sel.device)

@@ -6,8 +6,14 @@ Kept in a module (not the page file) so it is compiled once per process: Streaml
 page script's source on every run, and this is most of the page's code. The numbers come from
 core.analysis.masks, the cached runs and figures from ui.masks_runs.
 
-What a click reruns: the mask editor (section 1) feeds every section below it, so its controls rerun
-the whole page. The layer and head pickers (section 2) feed parts of sections 2 to 4 and nothing else:
+What a click reruns: the mask editor (section 1) feeds parts of sections 1 to 5: the editor itself (a preset's
+knobs, the cells, the grid), the patterns, predictions and accuracy, right and wrong masking, the real
+scores' leak, the arcs, the Laplacian, the reach by depth with the receptive field, the influence map and
+the allowed pairs. Each of those parts is a fragment with a key (READS_MASK), and every control of the
+editor reruns them by key (`rerun_only`), so a new mask redraws them and not the sidebar, the headings,
+text and formulas around them, the worst-case leak, the timing or section 6. The editor keeps the mask it
+drew in the session (`drawn`), where those fragments read it: their arguments date from the page's last
+full run. The layer and head pickers (section 2) feed parts of sections 2 to 4 and nothing else:
 each part that reads them (the two patterns, right and wrong masking, the real scores' leak, and for
 the layer the arcs and the Laplacian) is a fragment of its own that the pickers rerun by key
 (`rerun_only`), so a pick redraws those parts and not the text around them, the predictions, the
@@ -37,7 +43,7 @@ from ui import offscreen
 from ui import precomputed
 from ui import models
 from ui.page import computed, number_table, rows_table, try_this
-from ui.params import Choice, Float, Int, Param, Params, Text, general
+from ui.params import Choice, Float, Int, Param, Params, Text, general, rerun_only
 from ui.sidebar import Selection, prediction_table
 
 MAX_EDIT_N = 32  # the editor, the graph and the influence map draw every pair; 32 tokens stay readable
@@ -76,6 +82,14 @@ MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN = (
     "masks.model.patterns", "masks.model.masking", "masks.model.leak", "masks.model.arcs", "masks.model.laplacian")
 READS_HEAD = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK)
 READS_LAYER = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN)
+# The fragments that read the mask drawn in section 1, in page order, the editor first: every control of the
+# editor reruns these (`rerun_only`), and the editor writes the mask (DRAWN_KEY) before the others read it.
+EDITOR, MODEL_PREDICTIONS, MODEL_REACH, MODEL_INFLUENCE, COST_PAIRS = (
+    "masks.editor", "masks.model.predictions", "masks.model.reach", "masks.model.influence", "masks.cost.pairs")
+COST_TIMING = "masks.cost.timing"  # the timing of section 5: the block size reruns it with COST_PAIRS
+READS_MASK = (EDITOR, MODEL_PATTERNS, MODEL_PREDICTIONS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN,
+              MODEL_REACH, MODEL_INFLUENCE, COST_PAIRS)
+DRAWN_KEY = "masks.drawn"  # (stack [layer q k], the model's mask argument, scope) as the editor last drew it
 
 
 def two_decimals(value: float) -> str:
@@ -138,7 +152,8 @@ class Knob:
         """The widget in editor `prefix` (bound to the URL when `url`); returns its value."""
         extra = {} if self.step is None else {"step": self.step}
         return self.param.widget(self.widget, self.label, default=self.default, url=url,
-                                 key=editor_key(prefix, self.param), lo=self.lo, hi=self.hi, help=self.help, **extra)
+                                 key=editor_key(prefix, self.param), lo=self.lo, hi=self.hi, help=self.help,
+                                 reruns=READS_MASK, **extra)
 
 
 def knobs(preset: str, n: int) -> list[Knob]:
@@ -222,7 +237,8 @@ def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.
     values = {knob.param.name: knob.draw(prefix, url) for knob in knobs(preset, n)}
     if url:  # the other presets' parameters leave the URL
         URL.clear(*(name for name in MASK_PARAMS if name != "preset" and name not in values))
-    causal = st.checkbox(CAUSAL_SIDE[preset], key=f"{prefix}.causal") if preset in CAUSAL_SIDE else False
+    causal = st.checkbox(CAUSAL_SIDE[preset], key=f"{prefix}.causal", on_change=rerun_only,
+                         args=(None, f"{prefix}.causal", None, READS_MASK)) if preset in CAUSAL_SIDE else False
     if preset != "formula":
         return preset_mask(preset, n, values, causal)
     try:
@@ -243,7 +259,8 @@ def cell_editor(prefix: str, base: np.ndarray, labels: list[str]) -> np.ndarray:
     frame = pd.DataFrame(base, index=labels, columns=labels)
     config = {c: st.column_config.CheckboxColumn(c, width=56, help=f"key {c}") for c in labels}
     edited = st.data_editor(frame, key=key, num_rows="fixed", column_config=config,
-                            height=min(36 * (len(labels) + 1) + 3, 460), width="stretch")
+                            height=min(36 * (len(labels) + 1) + 3, 460), width="stretch",
+                            on_change=rerun_only, args=(None, key, None, READS_MASK))
     return edited.to_numpy(dtype=bool)
 
 
@@ -252,7 +269,7 @@ def mask_editor(prefix: str, n: int, tokens: list[str], own: str, url: bool, nam
     left, right = st.columns([1, 2], gap="large")
     with left:
         preset = URL.preset.widget(st.selectbox, "Start from", default=own, url=url,
-                                   key=editor_key(prefix, URL.preset), format_func=PRESETS.get,
+                                   key=editor_key(prefix, URL.preset), format_func=PRESETS.get, reruns=READS_MASK,
                                    help="A preset or your own formula; then tick or untick single cells below.")
         base, description = base_mask(prefix, n, preset, url)
         if base is None:
@@ -286,9 +303,9 @@ def empty_rows_warning(sel: Selection, stack: np.ndarray) -> None:
         "heatmaps below.", icon=":material/block:")
 
 
-def editor_panel(sel: Selection, n: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """Section 1: draw the mask(s). Returns (per-layer masks [layer q k], the model's mask argument, scope)."""
-    layers, own = sel.model.cfg.n_layers, own_preset(sel.arch)
+def editor_panel(sel: Selection, n: int) -> None:
+    """Section 1: draw the mask(s). The editor (`mask_editors`) keeps what it drew in the session (DRAWN_KEY)."""
+    own = own_preset(sel.arch)
     st.header("1. Draw the mask")
     where = ("the decoder's own self-attention (the encoder and cross-attention keep their masks)"
              if sel.arch == "encoder-decoder" else f"every attention layer of this {sel.arch}")
@@ -299,7 +316,22 @@ def editor_panel(sel: Selection, n: int) -> tuple[np.ndarray, np.ndarray, str]:
     )
     st.latex(r"\text{scores}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d}} + M_{ij},\qquad M_{ij} = "
              r"\begin{cases} 0 & \text{query } i \text{ may read key } j \\ -\infty & \text{otherwise}\end{cases}")
-    scope = URL.scope.widget(st.radio, "Layers", format_func=SCOPES.get, horizontal=True,
+    mask_editors(sel, n)
+    try_this(
+        "Pick **Causal** for an encoder model, or **Full** for a decoder: the predictions below change at once.",
+        "Type the formula `j == 0 or abs(i - j) <= 1`, then a broken one such as `i ** 2 < j`: "
+        "the error says what is allowed.",
+        "Untick every cell of one row: that query reads nothing, and its pattern row in section 2 is all zeros.",
+        "Switch to **a different mask per layer** and give layer 0 a window and the last layer Full.",
+    )
+
+
+@st.fragment(key=EDITOR)  # every control in it reruns it and the other readers of the mask (READS_MASK)
+def mask_editors(sel: Selection, n: int) -> None:
+    """The scope, the editor (one, or one per layer in tabs) and the empty-rows warning; writes the mask drawn
+    to the session (DRAWN_KEY) for the fragments below that read it."""
+    layers, own = sel.model.cfg.n_layers, own_preset(sel.arch)
+    scope = URL.scope.widget(st.radio, "Layers", format_func=SCOPES.get, horizontal=True, reruns=READS_MASK,
                              help="One mask everywhere, or a separate mask for each of this model's layers.")
     if scope == SCOPE_ALL:
         arg = mask_editor(EDIT_ALL, n, sel.query_tokens, own, url=True, name="your mask (every layer)")
@@ -311,15 +343,8 @@ def editor_panel(sel: Selection, n: int) -> tuple[np.ndarray, np.ndarray, str]:
                 per.append(mask_editor(EDIT_LAYER.format(i), n, sel.query_tokens, own, url=False, name=f"layer {i}"))
         arg = stack = np.stack(per)  # [layer q k]
         URL.clear(*MASK_PARAMS)
+    st.session_state[DRAWN_KEY] = (stack, arg, scope)
     empty_rows_warning(sel, stack)
-    try_this(
-        "Pick **Causal** for an encoder model, or **Full** for a decoder: the predictions below change at once.",
-        "Type the formula `j == 0 or abs(i - j) <= 1`, then a broken one such as `i ** 2 < j`: "
-        "the error says what is allowed.",
-        "Untick every cell of one row: that query reads nothing, and its pattern row in section 2 is all zeros.",
-        "Switch to **a different mask per layer** and give layer 0 a window and the last layer Full.",
-    )
-    return stack, arg, scope
 
 
 @dataclass(frozen=True)
@@ -333,15 +358,28 @@ class Drawn:
     yours: dict  # masked_run with the drawn mask(s)
 
 
-def mask_panel(sel: Selection) -> Optional[Drawn]:
-    """Section 1 and both runs; None (with a warning) for an input too long to draw every pair of."""
+def mask_panel(sel: Selection) -> bool:
+    """Section 1; False (with a warning) for an input too long to draw every pair of."""
     n = len(sel.query_tokens)
     if n > MAX_EDIT_N:
+        st.session_state.pop(DRAWN_KEY, None)  # no mask is drawn for this input
         st.warning(f"Your input has {n} tokens; the mask editor, the graph and the model panels draw every pair "
                    f"and are limited to {MAX_EDIT_N} tokens. Shorten the input in the sidebar (or press **Random "
                    "example**). The cost and encoder-vs-decoder sections below still work.")
+        return False
+    editor_panel(sel, n)
+    return True
+
+
+def drawn(sel: Selection) -> Optional[Drawn]:
+    """The mask(s) the editor drew last (in this run, or in the fragment rerun before) and both of the model's
+    runs (memoised); None when no mask is drawn (an input too long for the editor)."""
+    kept = st.session_state.get(DRAWN_KEY)
+    if kept is None:
         return None
-    stack, arg, scope = editor_panel(sel, n)
+    stack, arg, scope = kept
+    if stack.shape != (sel.model.cfg.n_layers, len(sel.query_tokens), len(sel.query_tokens)):
+        st.rerun()  # drawn for another model or input (the page's full run draws the editor first): all of it
     return Drawn(stack, arg, scope, R.masked_run(sel.cache_key, None), R.masked_run(sel.cache_key, arg))
 
 
@@ -395,7 +433,7 @@ def picked() -> tuple[int, int]:
     return int(URL.layer.now()), int(URL.head.now())
 
 
-def effect_panel(sel: Selection, d: Drawn) -> None:
+def effect_panel(sel: Selection) -> None:
     """Section 2: the layer and head pickers, default vs edited patterns, predictions and task accuracy. Each
     picker reruns only the fragments that read it (READS_LAYER, READS_HEAD)."""
     cfg = sel.model.cfg
@@ -411,10 +449,9 @@ def effect_panel(sel: Selection, d: Drawn) -> None:
         URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1, reruns=READS_LAYER)
     with c2:
         URL.head.widget(st.selectbox, "Head", hi=cfg.n_heads - 1, reruns=READS_HEAD)
-    pattern_charts(sel, d)
+    pattern_charts(sel)
     st.subheader("Predictions and accuracy")
-    predictions_table(sel, d)
-    accuracy_metrics(sel, d)
+    predictions_and_accuracy(sel)
     try_this(
         "Hide the last key with **Padding** (real tokens = n − 1) on the future-legality encoder: the rule is the "
         "last token, so accuracy falls to chance.",
@@ -423,10 +460,18 @@ def effect_panel(sel: Selection, d: Drawn) -> None:
     )
 
 
-@st.fragment(key=MODEL_PATTERNS)  # the layer and the head rerun it (rerun_only)
-def pattern_charts(sel: Selection, d: Drawn) -> None:
+@st.fragment(key=MODEL_PREDICTIONS)  # the editor reruns it (rerun_only)
+def predictions_and_accuracy(sel: Selection) -> None:
+    """The prediction table and the two accuracies, for the mask drawn now."""
+    d = drawn(sel)
+    predictions_table(sel, d)
+    accuracy_metrics(sel, d)
+
+
+@st.fragment(key=MODEL_PATTERNS)  # the layer, the head and the editor rerun it (rerun_only)
+def pattern_charts(sel: Selection) -> None:
     """The picked head's pattern with the model's own mask and with yours, and the largest change between them."""
-    layer, head = picked()
+    d, (layer, head) = drawn(sel), picked()
     tokens = sel.query_tokens
     own, yours = d.own["pattern"][layer, head], d.yours["pattern"][layer, head]
     left, right = st.columns(2)
@@ -437,14 +482,14 @@ def pattern_charts(sel: Selection, d: Drawn) -> None:
     st.caption(f"Largest change of one attention weight in this head: {float(np.abs(own - yours).max()):.3f}.")
 
 
-def model_sections(sel: Selection, d: Drawn) -> None:
-    """Sections 2 to 4, parts of which read the layer and head picked in section 2: each part that does is a
-    fragment the pickers rerun by key, so a pick redraws those parts and nothing else. `d` changes only with
-    the editor above, whose controls rerun the page."""
+def model_sections(sel: Selection) -> None:
+    """Sections 2 to 4, parts of which read the layer and head picked in section 2 or the mask drawn in section 1:
+    each part that does is a fragment the pickers and the editor rerun by key, so a pick or a new mask redraws
+    those parts and nothing else."""
     with offscreen.section_group("masks"):
-        effect_panel(sel, d)
-        right_wrong_panel(sel, d)
-        graph_panel(sel, d)
+        effect_panel(sel)
+        right_wrong_panel(sel)
+        graph_panel(sel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +497,7 @@ def model_sections(sel: Selection, d: Drawn) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def right_wrong_panel(sel: Selection, d: Drawn) -> None:
+def right_wrong_panel(sel: Selection) -> None:
     """Section 3: mask before softmax vs zero after, on the real scores of the chosen head; then the leak."""
     st.header("3. Right and wrong ways to mask")
     st.markdown(
@@ -463,14 +508,14 @@ def right_wrong_panel(sel: Selection, d: Drawn) -> None:
     )
     st.latex(r"\text{right: } \operatorname{softmax}(s + M) \qquad\quad \text{wrong: } "
              r"\operatorname{softmax}(s) \odot [M = 0] \;\Rightarrow\; \textstyle\sum_j a_{ij} < 1")
-    masking_charts(sel, d)
-    leak_panel(d)
+    masking_charts(sel)
+    leak_panel(sel)
 
 
-@st.fragment(key=MODEL_MASKING)  # the layer and the head rerun it (rerun_only)
-def masking_charts(sel: Selection, d: Drawn) -> None:
+@st.fragment(key=MODEL_MASKING)  # the layer, the head and the editor rerun it (rerun_only)
+def masking_charts(sel: Selection) -> None:
     """Right and wrong masking of the picked head's real scores under your mask, and each row's total weight."""
-    layer, head = picked()
+    d, (layer, head) = drawn(sel), picked()
     both = R.compare_masking(d.yours["scores"][layer, head], d.stack[layer])
     tokens = sel.query_tokens
     left, right = st.columns(2)
@@ -484,7 +529,7 @@ def masking_charts(sel: Selection, d: Drawn) -> None:
                "to 0 either way here.")
 
 
-def leak_panel(d: Drawn) -> None:
+def leak_panel(sel: Selection) -> None:
     """How large a finite mask constant must be: the worst-case table and chart, then this head's real gap."""
     st.subheader("How large must the mask constant be?")
     st.markdown(
@@ -496,7 +541,7 @@ def leak_panel(d: Drawn) -> None:
     st.latex(r"\text{leak} = \frac{k\,e^{g+C}}{1 + k\,e^{g+C}} \le \varepsilon"
              r"\iff |C| \ge g + \ln\frac{k\,(1-\varepsilon)}{\varepsilon}")
     leak_worst_case()
-    real_leak(d)
+    real_leak(sel)
     try_this(
         "Set the gap to 20,000: −1e4 leaks almost everything in both formats, −1e9 nothing. At 2,000,000,000 "
         "−1e9 leaks in float32 too: no finite constant is safe for every gap.",
@@ -527,11 +572,11 @@ def leak_worst_case() -> None:
                     key="masks.leak")
 
 
-@st.fragment(key=MODEL_LEAK)  # the layer and the head rerun it (rerun_only)
-def real_leak(d: Drawn) -> None:
+@st.fragment(key=MODEL_LEAK)  # the layer, the head and the editor rerun it (rerun_only)
+def real_leak(sel: Selection) -> None:
     """The picked head's real scores under your mask: their largest gap and what each constant leaks (nothing is
     drawn when no row has both allowed and blocked keys)."""
-    layer, head = picked()
+    d, (layer, head) = drawn(sel), picked()
     real = R.real_score_leaks(d.yours["scores"][layer, head], d.stack[layer])
     if real is not None:
         real_gap, leaks = real
@@ -546,11 +591,11 @@ def real_leak(d: Drawn) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment(key=MODEL_ARCS)  # the layer reruns it (rerun_only)
-def arcs_section(sel: Selection, d: Drawn) -> None:
+@st.fragment(key=MODEL_ARCS)  # the layer and the editor rerun it (rerun_only)
+def arcs_section(sel: Selection) -> None:
     """The chosen layer's mask as an arc diagram, with its edges counted."""
     layer = picked()[0]
-    tokens, mask = sel.query_tokens, d.stack[layer]
+    tokens, mask = sel.query_tokens, drawn(sel).stack[layer]
     st.markdown(
         f"Each token is a node and each allowed pair (query *i* reads key *j*) is an edge from *j* to *i*. "
         f"Below: the mask of layer {layer} (the layer chosen in section 2). Arcs **above** the line carry "
@@ -570,7 +615,7 @@ def graph_facts(d: Drawn) -> dict:
     return R.graph_facts(d.stack, picked()[0], d.scope == SCOPE_ALL)
 
 
-def laplacian_section(sel: Selection, d: Drawn) -> None:
+def laplacian_section(sel: Selection) -> None:
     """The Laplacian of the chosen layer's mask, its spectrum and lambda_2."""
     st.subheader("Laplacian and algebraic connectivity")
     st.markdown(
@@ -582,14 +627,14 @@ def laplacian_section(sel: Selection, d: Drawn) -> None:
     )
     st.latex(r"L = D - A \qquad 0 = \lambda_1 \le \lambda_2 \le \dots \le \lambda_n")
     st.latex(r"\lambda_2(K_n) = n \qquad \lambda_2 = 0 \iff \text{the graph falls apart}")
-    laplacian_charts(sel, d)
+    laplacian_charts(sel)
 
 
-@st.fragment(key=MODEL_LAPLACIAN)  # the layer reruns it (rerun_only)
-def laplacian_charts(sel: Selection, d: Drawn) -> None:
+@st.fragment(key=MODEL_LAPLACIAN)  # the layer and the editor rerun it (rerun_only)
+def laplacian_charts(sel: Selection) -> None:
     """The chosen layer's λ2 and pieces, its Laplacian and the Laplacian's spectrum."""
     tokens = sel.query_tokens
-    n, facts = len(tokens), graph_facts(d)
+    n, facts = len(tokens), graph_facts(drawn(sel))
     m1, m2, m3 = st.columns(3)
     m1.metric("λ2 (algebraic connectivity)", f"{facts['lambda2']:.3f}")
     m2.metric("complete graph would give", f"{n}")
@@ -602,7 +647,7 @@ def laplacian_charts(sel: Selection, d: Drawn) -> None:
                         key="masks.spectrum")
 
 
-def reach_section(tokens: list[str], facts: dict, layers: int, scope: str) -> None:
+def reach_section(sel: Selection) -> None:
     """How the share of reached pairs grows with depth, and one query token's receptive field."""
     st.subheader("How many layers until everyone has heard from everyone?")
     st.markdown(
@@ -611,18 +656,28 @@ def reach_section(tokens: list[str], facts: dict, layers: int, scope: str) -> No
         "stay apart however deep the model."
     )
     st.latex(r"R_L = (M_L \lor I)\circ\cdots\circ(M_1 \lor I)")
+    reach_charts(sel)
+
+
+@st.fragment(key=MODEL_REACH)  # the editor reruns it (rerun_only); the same for every layer
+def reach_charts(sel: Selection) -> None:
+    """The share of reached pairs by depth for the mask drawn now, and the receptive field below it."""
+    d = drawn(sel)
+    facts = graph_facts(d)
     full_at = facts["full_at"]
-    st.plotly_chart(R.reach_figure(facts["shares"], layers, full_at), key="masks.reach")
+    st.plotly_chart(R.reach_figure(facts["shares"], sel.model.cfg.n_layers, full_at), key="masks.reach")
     st.caption(("Never: some pairs have no route at any depth." if full_at is None else
                 f"Every token reaches every other after {full_at} layer(s).")
-               + ("" if scope == SCOPE_ALL else " Past this model's layers the last layer's mask is repeated."))
-    field_section(tokens, facts["stacked"])
+               + ("" if d.scope == SCOPE_ALL else " Past this model's layers the last layer's mask is repeated."))
+    field_section(sel)
 
 
 @st.fragment  # local: the query token redraws only its slider and its receptive field
-def field_section(tokens: list[str], stacked: np.ndarray) -> None:
-    """One query token's receptive field, layer by layer; the reach curve above does not read the token."""
-    n = len(tokens)
+def field_section(sel: Selection) -> None:
+    """One query token's receptive field, layer by layer, through the mask drawn now; the reach curve above does
+    not read the token."""
+    tokens = sel.query_tokens
+    n, stacked = len(tokens), graph_facts(drawn(sel))["stacked"]
     token = URL.token.widget(st.slider, "receptive field of query token", hi=n - 1, default=n - 1,
                              help="Which keys can influence this token after 1, 2, ... layers?")
     fields = R.receptive_fields(stacked, token, MAX_FIELD_ROWS)  # [layer k]
@@ -631,15 +686,22 @@ def field_section(tokens: list[str], stacked: np.ndarray) -> None:
                     key="masks.field")
 
 
-def influence_section(sel: Selection, d: Drawn, reach: np.ndarray) -> None:
+def influence_section(sel: Selection) -> None:
     """The trained model's measured influence (gradient sizes) against the graph's routes."""
-    tokens = sel.query_tokens
     st.subheader("The model agrees: measured influence")
     st.markdown(
         "Does the trained model really obey the graph? We ask it: how much does the output at position q move when "
         "the embedding at position k moves (the size of a gradient)? Crosses mark pairs with **no route** through "
         f"this model's {sel.model.cfg.n_layers} layers; their gradient must be exactly zero."
     )
+    influence_chart(sel)
+
+
+@st.fragment(key=MODEL_INFLUENCE)  # the editor reruns it (rerun_only); the same for every layer
+def influence_chart(sel: Selection) -> None:
+    """The measured influence through the mask drawn now, with the routes' crosses, and the check under it."""
+    tokens, d = sel.query_tokens, drawn(sel)
+    reach = graph_facts(d)["reach"]
     measured = R.influence(sel.cache_key, d.stack)
     st.plotly_chart(R.influence_figure(measured, reach, tokens, tokens, title="|∂ output q / ∂ embedding k|"),
                     key="masks.influence")
@@ -648,17 +710,15 @@ def influence_section(sel: Selection, d: Drawn, reach: np.ndarray) -> None:
                f"Pairs with a route: {check['route']}; of those with a zero gradient: {check['silent']}.")
 
 
-def graph_panel(sel: Selection, d: Drawn) -> None:
+def graph_panel(sel: Selection) -> None:
     """Section 4: the mask as a graph: arcs, Laplacian and spectrum, reach by layer, receptive field, influence.
-    The arcs and the Laplacian read the layer (fragments it reruns); the reach, the receptive field and the
-    influence map do not (drawn by full runs, the field also by its own token)."""
-    tokens = sel.query_tokens
+    Each reads the mask (fragments the editor reruns); the arcs and the Laplacian read the layer too, the
+    reach, the receptive field and the influence map do not (the field reruns also by its own token)."""
     st.header("4. The mask as a graph")
-    arcs_section(sel, d)
-    laplacian_section(sel, d)
-    facts = graph_facts(d)  # its reach by depth and routes are the same for every layer
-    reach_section(tokens, facts, sel.model.cfg.n_layers, d.scope)
-    influence_section(sel, d, facts["reach"])
+    arcs_section(sel)
+    laplacian_section(sel)
+    reach_section(sel)
+    influence_section(sel)
     try_this(
         "**Block-diagonal** with b = 4: the arcs split into islands, λ2 drops to 0 and the reach curve never "
         "reaches 100%.",
@@ -677,7 +737,7 @@ def timing_rows(b: int, run: int) -> list[dict]:
     return computed("Timing dense and block-sparse attention on this machine ...", R.timing, b, run)
 
 
-def cost_panel(d: Optional[Drawn]) -> None:
+def cost_panel(sel: Selection) -> None:
     """Section 5: allowed pairs against n², and measured dense vs block-sparse time."""
     st.header("5. What sparsity saves")
     st.markdown(
@@ -688,7 +748,19 @@ def cost_panel(d: Optional[Drawn]) -> None:
     )
     st.latex(r"\text{dense: } O(n^2 d) \qquad \text{block-sparse: } O(n\,b\,d)"
              r"\qquad \frac{\text{block-sparse}}{\text{dense}} = \frac{b}{n}")
-    current = None
+    cost_pairs(sel)
+    cost_timing()
+    try_this(
+        "Double b: the predicted ratio doubles. Does the measured one follow at large n?",
+        "Press **Measure again**: how much do the times move from run to run on a shared machine?",
+    )
+
+
+@st.fragment(key=COST_PAIRS)  # the editor and the block size rerun it (rerun_only)
+def cost_pairs(sel: Selection) -> None:
+    """The drawn mask's allowed pairs (nothing when no mask is drawn), the block size, and the allowed pairs as n
+    grows."""
+    d, current = drawn(sel), None
     if d is not None:
         n, pairs = d.stack.shape[-1], int(d.stack[0].sum())
         current = (n, pairs)
@@ -696,20 +768,16 @@ def cost_panel(d: Optional[Drawn]) -> None:
         c1.metric("pairs your mask allows (layer 0)", f"{pairs:,}")
         c2.metric("dense pairs n²", f"{n * n:,}")
         c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
-    cost_measured(current)
-    try_this(
-        "Double b: the predicted ratio doubles. Does the measured one follow at large n?",
-        "Press **Measure again**: how much do the times move from run to run on a shared machine?",
-    )
-
-
-@st.fragment  # local: the block size and Measure again redraw only these controls, the two charts and the table
-def cost_measured(current: Optional[tuple[int, int]]) -> None:
-    """The block size, the allowed pairs as n grows and the timed runs; `current` is the drawn mask's
-    (n, allowed pairs of layer 0), None when no mask is drawn. The text and metrics above do not read b."""
-    b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY)
+    b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY, on_change=rerun_only,
+                         args=(None, COST_B_KEY, None, (COST_PAIRS, COST_TIMING)))
     w = 2 if current is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
     st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs")
+
+
+@st.fragment(key=COST_TIMING)  # the block size reruns it (rerun_only), Measure again reruns it alone
+def cost_timing() -> None:
+    """Measure again, and the timed runs at the block size chosen above; the mask drawn does not change them."""
+    b = st.session_state.get(COST_B_KEY, 32)
     run = st.session_state.setdefault(TIMING_RUN_KEY, 0)
     if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
         st.session_state[TIMING_RUN_KEY] = run = run + 1

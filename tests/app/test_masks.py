@@ -122,7 +122,10 @@ def test_bad_formula_shows_the_grammar_and_keeps_the_page(encoder_page):
     assert any(M.describe_formula_grammar() in c.value for c in at.code)
     assert any("own **full** mask" in w.value for w in at.warning)
     np.testing.assert_array_equal(z(at, "your mask (every layer)"), M.full(N).numpy())
-    assert len(plotly_specs(at)) >= 15  # every later panel still drawn
+    # The editor reran every part that reads the mask (by key): each is drawn, with the model's own mask
+    assert len(plotly_specs(at)) == 13 and not at.title
+    np.testing.assert_allclose(z(at, "own mask"), z(at, "your mask ·"), atol=1e-6)
+    assert len(plotly_specs(at.run())) >= 15 and not at.exception  # and the whole page still draws
 
 
 def test_cell_edit_changes_the_pattern_and_the_prediction():
@@ -163,11 +166,11 @@ def test_a_fully_masked_row_gives_zeros_not_nan(encoder_page):
 
 def test_a_different_mask_per_layer(encoder_page):
     at = encoder_page
-    at.radio(key="masks.scope").set_value("layer").run()  # shown as "A different mask per layer"
+    page = at._tree  # the editor's controls and the layer picker rerun only what reads them (keyed fragments)
+    click(at, "masks.scope", "layer", page)  # shown as "A different mask per layer"
     assert [d.key for d in at.data_editor] == ["masks.layer0.cells", "masks.layer1.cells"]
-    at.selectbox(key="masks.layer1.preset").set_value("causal").run()
+    click(at, "masks.layer1.preset", "causal", page)
     assert_ok(at)
-    page = at._tree  # the layer picker reruns only what reads it (keyed fragments): it is not drawn again
     click(at, "masks.layer", 1, page)
     assert np.all(np.triu(z(at, "your mask · layer 1"), 1) == 0)
     click(at, "masks.layer", 0, page)
@@ -284,3 +287,24 @@ def test_leak_curves_are_kept_read_only_for_every_session():
     np.testing.assert_array_equal(curves["float32 -1e4"], A.leak_curves(7)["float32 -1e4"])
     with pytest.raises(ValueError):
         curves["float32 -1e4"][0] = 0.0  # shared by every session: read-only
+
+
+def test_a_new_mask_reruns_what_reads_it_and_later_clicks_read_the_new_mask(encoder_page):
+    # The editor reruns by key only the parts that read the mask; those and the fragments that other controls
+    # rerun afterwards must read the mask drawn now, not the one of the page's last full run (their arguments).
+    at = encoder_page
+    page = at._tree
+    click(at, "masks.all.preset", "sliding", page)  # window w = 2
+    assert_ok(at)
+    assert not at.title and not at.sidebar.children, "a new mask does not redraw the title or the sidebar"
+    drawn = {element.proto.id.rsplit("-", 1)[-1] for element in at.get("plotly_chart")}
+    assert {"masks.all.grid", "masks.pattern_yours", "masks.influence", "masks.pairs"} <= drawn
+    assert not drawn & {"masks.leak", "masks.timing", "masks.legality_encoder"}, "parts that do not read the mask"
+    window = M.sliding_window(N, 2).numpy()
+    click(at, "masks.token", 2, page)  # the receptive field's own fragment
+    np.testing.assert_array_equal(z(at, "what can reach")[0], window[2])
+    click(at, "masks.layer", 1, page)  # a fragment the layer reruns by key
+    assert np.all(z(at, "your mask · layer 1")[window == 0] == 0)
+    click(at, "masks.cost_b", 16, page)  # the cost section's block size
+    assert metric(at, "pairs your mask allows (layer 0)") == f"{int(window.sum())}"
+    assert at.query_params["preset"] == "sliding" and at.query_params["layer"] == "1"

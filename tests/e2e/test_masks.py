@@ -4,6 +4,7 @@ test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import numpy as np
@@ -50,3 +51,33 @@ def test_masks_page_takes_a_one_token_input_from_a_link(server_url, page):
     assert chart_z(page, 0).shape == (1, 1)
     assert page.get_by_text("receptive field of query token: 0 (the only value here)").count() == 1
     tall_screenshot(page, "masks_one_token")
+
+
+def test_a_cell_ticked_off_in_the_editor_reaches_every_part_that_reads_the_mask(server_url, page):
+    # A cell edit reruns by key only what reads the mask (ui.masks_view.READS_MASK); a layer picked afterwards
+    # reruns its own fragments, which must read the edited mask, not the one of the page's last full run.
+    open_page(page, server_url, timeout=180_000)
+    open_page(page, f"{server_url}/masks?model=future-legality-encoder&input={quote(INPUT)}", timeout=180_000,
+              last=LAST)
+    wait_for_charts(page, 3)
+    mask0 = chart_z(page, 0)
+    grid = page.locator("[data-testid='stDataFrame']").first  # the cell editor: the page's first table
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    box = grid.bounding_box()
+    # The last column's checkbox in the first row (query <bos> may read the rule): the key columns share the
+    # width, so the last one's middle is about 49 px from the right edge at this window size.
+    page.mouse.click(box["x"] + box["width"] - 49, box["y"] + 37 + 17)
+    mask1 = wait_for_z_change(page, mask0, 0)
+    wait_for_run(page, last=LAST)
+    assert mask1[0, -1] == 0 and mask1.sum() == mask0.sum() - 1
+    layer0 = chart_z(page, 2)
+    assert layer0[0, -1] == 0, "the pattern with your mask did not follow the edited cell"
+    pick_option(page, page.locator("[data-testid='stSelectbox']").filter(has_text=re.compile(r"^Layer")),
+                page.get_by_role("option", name="1", exact=True))
+    pattern1 = wait_for_z_change(page, layer0, 2)
+    wait_for_run(page, last=LAST)
+    assert pattern1[0, -1] == 0 and np.allclose(pattern1.sum(axis=1), 1, atol=1e-3)
+    assert "layer=1" in page.url
+    assert_no_exception(page)
+    tall_screenshot(page, "masks_cell_edited")
