@@ -23,8 +23,8 @@ header(
     r"\mathcal{L}(\theta) = -\frac{1}{|S|}\sum_{(b,t)\in S} \log p_\theta\!\left(y_{b,t}\mid x_b\right)"
     r"\qquad \theta \leftarrow \theta - \eta_t\,\mathrm{AdamW}\!\left(\nabla_\theta \mathcal{L}\right)",
 )
-settings = V.setup_panel()
-V.train_panel(settings, sel.device)
+V.setup_panel()  # the settings' summary and the buttons read the settings from the session (keyed fragments)
+V.train_panel(sel.device)
 V.history_panel()
 V.keep_panel()
 V.upload_panel()

@@ -4,8 +4,15 @@ scrubber, keeping the model, and opening a checkpoint. pages/train.py calls them
 Kept in a module (not the page file) so it is compiled once per process; the training itself
 and the page's cached work are in ui.train_runs, the numbers in core.analysis.train.
 
-What a click reruns: the settings feed the Train button and the run's notes, and the buttons
-start, pause or stop the run that every later section shows, so they rerun the whole page; the
+What a click reruns: the settings are read by two keyed fragments and nothing else, the notes about
+clamped values with what the settings add up to (`summary`) and the buttons with the line under them
+(`controls`): every setting but the task reruns those two alone, by key (`reruns=`, ui.params.rerun_only),
+and they read the settings from the session (`settings_now`), so a change redraws neither the sidebar, the
+title, the other settings, the text nor the sections below. A typed number that had to be clamped, and
+steps that move the automatic warm-up the warm-up box shows, rerun the whole page instead, so that the boxes
+show the values used (`settle_typed`); so do the task, which changes the architectures offered, and the two
+presets, which change three boxes. The buttons start, pause or stop the run that the live view and every
+later section show, so each reruns the whole page, not only its fragment (`then_page`, `train`); the
 live view is its own fragment that reruns itself while a run trains. The snapshot section's
 pickers change only that section: they and what reads them are a fragment (`history_views`; the
 section's header and explanation are drawn on full runs only), and inside it the snapshot slider
@@ -14,6 +21,8 @@ or opening a model changes the sidebar, so those buttons rerun the whole page.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 import streamlit as st
@@ -28,7 +37,7 @@ from ui import models
 from ui import train_runs as R
 from ui.page import try_this
 from ui import query
-from ui.params import Choice, Float, Int, Params, general
+from ui.params import Choice, Float, Int, Params, general, rerun_only
 from ui.sidebar import MODEL_KEY
 
 POS_LABELS = {"sinusoidal": "Sinusoidal (fixed waves)", "learned": "Learned table", "rope": "RoPE (rotate q, k)",
@@ -41,6 +50,10 @@ PRESET_LR = 0.007  # measured (reverse, encoder, 300 steps, seed 0): without war
 DEFAULT = TrainSettings(task="reverse", arch="encoder", steps=300)  # learns in well under a minute
 ARCHS = tuple(dict.fromkeys(arch for task in TASKS.values() for arch in task.archs))  # a task offers some of them
 NOTES_KEY = "train.notes"  # messages about typed values that were clamped, shown once under the settings
+AUTO_KEY = "train.auto_warmup"  # the automatic warm-up the warm-up box's placeholder shows (the last full run's)
+# The keyed fragments that read the settings: a setting's change reruns these alone (`rerun_only`).
+SUMMARY_KEY, BUTTONS_KEY = "train.summary", "train.buttons"
+READS_SETTINGS = (SUMMARY_KEY, BUTTONS_KEY)
 VIEW_KIND_KEY, VIEW_LAYER_KEY = "train.view_kind", "train.view_layer"  # which heatmaps (not in the URL)
 MAX_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # uploads over this are refused (a teaching model is ~KB)
 NO_BAR = {"displayModeBar": False}
@@ -105,21 +118,40 @@ def _range(name: str) -> str:
     return f"from {lo:g} to {hi:g}"
 
 
-def clamp_typed(name: str) -> None:
-    """on_change of a number box: a typed value out of range is clamped, and a note under the settings says so."""
+def clamp_typed(name: str) -> bool:
+    """A typed value out of range is clamped, and a note under the settings says so; whether the value changed."""
     key = FIELDS[name].key
     if name == "warmup" and st.session_state.get(key) is None:
-        return  # an empty warm-up box means the default warm-up
-    value, note = A.clamp_number(name, st.session_state.get(key), getattr(DEFAULT, name))
+        return False  # an empty warm-up box means the default warm-up
+    typed = st.session_state.get(key)
+    value, note = A.clamp_number(name, typed, getattr(DEFAULT, name))
     st.session_state[key] = value
     if note:
         st.session_state.setdefault(NOTES_KEY, []).append(note)
+    return bool(note) or value != typed
+
+
+def auto_warmup(steps) -> int:
+    """The warm-up an empty warm-up box stands for (a tenth of the run, at most 100), shown as its placeholder."""
+    return max(1, min(100, int(steps or DEFAULT.steps) // 10))
+
+
+def settle_typed(name: str) -> None:
+    """on_change of a number box: clamp the typed value (`clamp_typed`), then rerun what the change reaches. Only
+    the fragments that read the settings, by key (`rerun_only`, which writes the URL: the box is not drawn
+    again), unless a box must show something new: a value that had to be clamped, or steps that move the
+    automatic warm-up in the warm-up box's placeholder. Then the whole page reruns, and draws the boxes."""
+    param = FIELDS[name]
+    changed = clamp_typed(name)
+    if changed or (name == "steps" and auto_warmup(st.session_state.get(param.key)) != st.session_state.get(AUTO_KEY)):
+        st.rerun()  # the whole page (scope "app"), which writes the URL as it draws the box
+    rerun_only(param, param.key, None, READS_SETTINGS)
 
 
 def number(col, label: str, name: str, step, help: str, fmt: str | None = None, **kwargs):
     """A number box without hard limits in the browser: out-of-range values are clamped with a message."""
     return FIELDS[name].widget(col.number_input, label, min_value=None, max_value=None, step=step, format=fmt,
-                               help=help, on_change=clamp_typed, args=(name,), **kwargs)
+                               help=help, on_change=settle_typed, args=(name,), **kwargs)
 
 
 def apply_preset(norm: str) -> None:
@@ -139,48 +171,64 @@ def preset_buttons() -> None:
                                          f"rate to {PRESET_LR:g}; every other setting stays as it is.")
 
 
-def variant_widgets(raw: dict, steps) -> None:
+def variant_widgets(steps) -> None:
     """The third row: warm-up, the attention score, key-norm clipping, the MLP's activation, head diversity."""
     c1, c2, c3, c4, c5 = st.columns(5)
-    auto = max(1, min(100, int(steps or DEFAULT.steps) // 10))
-    raw["warmup"] = number(c1, "Warm-up steps", "warmup", 10, f"Steps over which the learning rate climbs to its "
-                           f"peak, {_range('warmup')}; 0 starts at the full rate. Empty: a tenth of the run, at most "
-                           "100.", placeholder=f"auto ({auto})")
-    raw["score"] = URL.score.widget(c2.selectbox, "Attention score", format_func=SCORE_LABELS.get,
-                                    help="How a query and a key become a score before the softmax.")
-    raw["key_norm_clip"] = number(c3, "Key-norm clip", "key_norm_clip", 0.5,
-                                  f"Shrink every key longer than this back to this length, {_range('key_norm_clip')}; "
-                                  "0 = off.", fmt="%.2f")
-    raw["act"] = URL.act.widget(c4.selectbox, "MLP activation", format_func=ACT_LABELS.get)
-    raw["head_mi"] = number(c5, "Head diversity λ", "head_mi", 0.01,
-                            f"Weight of the penalty on the information heads of a layer share, {_range('head_mi')}; "
-                            "0 = off.", fmt="%.3f")
+    auto = st.session_state[AUTO_KEY] = auto_warmup(steps)  # `settle_typed` reruns the page when steps move it
+    number(c1, "Warm-up steps", "warmup", 10, f"Steps over which the learning rate climbs to its peak, "
+           f"{_range('warmup')}; 0 starts at the full rate. Empty: a tenth of the run, at most 100.",
+           placeholder=f"auto ({auto})")
+    URL.score.widget(c2.selectbox, "Attention score", format_func=SCORE_LABELS.get, reruns=READS_SETTINGS,
+                     help="How a query and a key become a score before the softmax.")
+    number(c3, "Key-norm clip", "key_norm_clip", 0.5,
+           f"Shrink every key longer than this back to this length, {_range('key_norm_clip')}; 0 = off.", fmt="%.2f")
+    URL.act.widget(c4.selectbox, "MLP activation", format_func=ACT_LABELS.get, reruns=READS_SETTINGS)
+    number(c5, "Head diversity λ", "head_mi", 0.01,
+           f"Weight of the penalty on the information heads of a layer share, {_range('head_mi')}; 0 = off.",
+           fmt="%.3f")
 
 
-def settings_widgets() -> tuple[TrainSettings, list[str]]:
-    """The two rows of settings; returns the clamped settings and any notes about clamped values."""
+def settings_widgets() -> None:
+    """The three rows of settings and the presets. Every control but the task reruns only the fragments that read
+    the settings (READS_SETTINGS); the task changes the architectures offered, so it reruns the page."""
     c1, c2, c3, c4 = st.columns(4)
-    raw = {"task": URL.task.widget(c1.selectbox, "Task", format_func=lambda n: TASKS[n].title,
-                                   help="The toy task the model learns; each says which positions are scored.")}
-    raw["arch"] = URL.arch.widget(c2.selectbox, "Architecture", choices=task_archs(),
-                                  help="Only the architectures this task supports are offered.")
-    raw["pos"] = URL.pos.widget(c3.selectbox, "Positions", format_func=POS_LABELS.get)
-    raw["norm"] = URL.norm.widget(c4.selectbox, "LayerNorm placement", format_func=NORM_LABELS.get)
+    URL.task.widget(c1.selectbox, "Task", format_func=lambda n: TASKS[n].title,
+                    help="The toy task the model learns; each says which positions are scored.")
+    URL.arch.widget(c2.selectbox, "Architecture", choices=task_archs(), reruns=READS_SETTINGS,
+                    help="Only the architectures this task supports are offered.")
+    URL.pos.widget(c3.selectbox, "Positions", format_func=POS_LABELS.get, reruns=READS_SETTINGS)
+    URL.norm.widget(c4.selectbox, "LayerNorm placement", format_func=NORM_LABELS.get, reruns=READS_SETTINGS)
     c1, c2, c3, c4, c5, c6 = st.columns(6)
-    raw["n_layers"] = number(c1, "Layers", "n_layers", 1, f"Blocks per stack, {_range('n_layers')}.")
-    raw["d_model"] = number(c2, "d_model", "d_model", 8, f"Width of the residual stream, {_range('d_model')}; it "
-                                                         "must divide evenly by the number of heads.")
-    raw["n_heads"] = number(c3, "Heads", "n_heads", 1, f"Attention heads per layer, {_range('n_heads')}.")
-    raw["steps"] = number(c4, "Steps", "steps", 50, f"AdamW steps of {A.BATCH_SIZE} fresh examples each, "
-                                                    f"{_range('steps')}: the cap keeps one run from hogging the "
-                                                    "shared server.")
-    raw["lr"] = number(c5, "Learning rate", "lr", 1e-4, f"The peak step size, reached after the warm-up; "
-                                                        f"{_range('lr')}.", fmt="%.4f")
-    raw["seed"] = number(c6, "Seed", "seed", 1, f"Fixes the initial weights and the order of the batches; "
-                                                f"{_range('seed')}.")
-    variant_widgets(raw, raw["steps"])
+    number(c1, "Layers", "n_layers", 1, f"Blocks per stack, {_range('n_layers')}.")
+    number(c2, "d_model", "d_model", 8, f"Width of the residual stream, {_range('d_model')}; it must divide evenly "
+                                        "by the number of heads.")
+    number(c3, "Heads", "n_heads", 1, f"Attention heads per layer, {_range('n_heads')}.")
+    steps = number(c4, "Steps", "steps", 50, f"AdamW steps of {A.BATCH_SIZE} fresh examples each, {_range('steps')}: "
+                                             "the cap keeps one run from hogging the shared server.")
+    number(c5, "Learning rate", "lr", 1e-4, f"The peak step size, reached after the warm-up; {_range('lr')}.",
+           fmt="%.4f")
+    number(c6, "Seed", "seed", 1, f"Fixes the initial weights and the order of the batches; {_range('seed')}.")
+    variant_widgets(steps)
     preset_buttons()
+
+
+def settings_now() -> tuple[TrainSettings, list[str]]:
+    """The settings the controls hold now, read from the session and clamped, with a note for every value that had
+    to change: what the keyed fragments read, since a setting's change reruns them alone (their arguments would
+    be those of the page's last full run)."""
+    raw = {"task": URL.task.now(), "arch": URL.arch.now(), "pos": URL.pos.now(), "norm": URL.norm.now(),
+           **{name: param.now() for name, param in FIELDS.items()},
+           "score": URL.score.now(), "act": URL.act.now()}
     return A.clamp_settings(raw)
+
+
+@st.fragment(key=SUMMARY_KEY)  # every setting but the task reruns it (rerun_only)
+def summary() -> None:
+    """The notes about values that had to be clamped, and what the settings the controls hold now add up to."""
+    settings, notes = settings_now()
+    for note in dict.fromkeys(st.session_state.pop(NOTES_KEY, []) + notes):
+        st.warning(note, icon=":material/tune:")
+    describe_settings(settings)
 
 
 def describe_settings(settings: TrainSettings) -> None:
@@ -208,8 +256,9 @@ def describe_settings(settings: TrainSettings) -> None:
                    "learning rate never reaches its peak.")
 
 
-def setup_panel() -> TrainSettings:
-    """Section 1: the schedule, the settings (with notes about clamped values) and what they add up to."""
+def setup_panel() -> None:
+    """Section 1: the schedule, the settings, and (a keyed fragment) the notes about clamped values and what the
+    settings add up to."""
     st.subheader("1 · Set up the run")
     st.markdown(
         "The sum runs over the scored positions S only (which ones depends on the task). "
@@ -224,10 +273,8 @@ def setup_panel() -> TrainSettings:
     )
     st.latex(r"\eta_t = \eta\cdot\begin{cases}\dfrac{t+1}{W} & t < W \\[4pt] 0.1 + 0.9\cdot\tfrac12\left(1+\cos\pi\,"
              r"\dfrac{t-W}{T-W}\right) & t \ge W\end{cases}\qquad d_{\text{head}} = \dfrac{d_{\text{model}}}{h}")
-    settings, notes = settings_widgets()
-    for note in dict.fromkeys(st.session_state.pop(NOTES_KEY, []) + notes):
-        st.warning(note, icon=":material/tune:")
-    describe_settings(settings)
+    settings_widgets()
+    summary()
     try_this(
         "Train the default (reverse, encoder, 300 steps). Somewhere around step 75-150 the loss falls off a "
         "cliff: that is when the heads find the mirror pattern. Seeds 1 and 2 move the cliff a little; it "
@@ -246,7 +293,6 @@ def setup_panel() -> TrainSettings:
         "of 64 the first scores are large, the softmax saturates, and the loss falls later than with the "
         "scaled score.",
     )
-    return settings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,23 +300,41 @@ def setup_panel() -> TrainSettings:
 # ---------------------------------------------------------------------------------------------
 
 
-def controls(settings: TrainSettings, device: str) -> None:
-    """Train / Pause / Resume / Stop / Reset, depending on where the run is."""
+def then_page(action: Callable[[], None]) -> None:
+    """on_click of a button in `controls`: `action`, then a rerun of the whole page (`st.rerun()`, scope "app"),
+    not of the fragment the button is drawn in: the run it pauses, resumes, stops or clears is what the live view
+    (whose `run_every` a full run sets) and the sections below show."""
+    action()
+    st.rerun()
+
+
+def train(device: str) -> None:
+    """Train's on_click: a new run with the settings the controls hold when it is pressed (`settings_now`, never
+    those of an older run of the buttons' fragment), then a rerun of the whole page, which draws the live view."""
+    R.start(settings_now()[0], device)
+    st.rerun()
+
+
+@st.fragment(key=BUTTONS_KEY)  # every setting but the task reruns it (rerun_only); its buttons rerun the page
+def controls(device: str) -> None:
+    """Train / Pause / Resume / Stop / Reset, depending on where the run is, for the settings the controls hold
+    now (`settings_now`): whether Train can be pressed, and whether they differ from the run's."""
+    settings, _ = settings_now()
     run = R.current()
     can_train = not settings.problems()
     with st.container(horizontal=True):
         if run is None or run.status == "done":
             st.button("Train" if run is None else "Train a new model", type="primary",
                       icon=":material/play_arrow:", key="train.go", disabled=not can_train,
-                      on_click=R.start, args=(settings, device))
+                      on_click=train, args=(device,))
         elif run.status == "running":
-            st.button("Pause", icon=":material/pause:", key="train.pause", on_click=R.pause)
+            st.button("Pause", icon=":material/pause:", key="train.pause", on_click=then_page, args=(R.pause,))
         else:
             st.button("Resume", type="primary", icon=":material/play_arrow:", key="train.resume",
-                      on_click=R.resume)
+                      on_click=then_page, args=(R.resume,))
             st.button("Stop here and keep this model", icon=":material/stop:", key="train.stop",
-                      on_click=R.stop_here, disabled=run.step == 0)
-        st.button("Reset", icon=":material/restart_alt:", key="train.reset", on_click=R.reset,
+                      on_click=then_page, args=(R.stop_here,), disabled=run.step == 0)
+        st.button("Reset", icon=":material/restart_alt:", key="train.reset", on_click=then_page, args=(R.reset,),
                   disabled=run is None)
     error = st.session_state.get(R.ERROR_KEY)
     if error:
@@ -353,8 +417,9 @@ def live_panel() -> None:
     head_grid(run, run.snapshots[-1], kind, layer, key="train.live")
 
 
-def train_panel(settings: TrainSettings, device: str) -> None:
-    """Section 2: what the live view shows, the buttons, and the live view (a fragment while a run trains)."""
+def train_panel(device: str) -> None:
+    """Section 2: what the live view shows, the buttons (a keyed fragment), and the live view (a fragment that
+    reruns itself while a run trains)."""
     st.subheader("2 · Train and watch")
     st.markdown(
         "The curves share their x axis with the whole planned run, so they also show how far along it is. "
@@ -365,7 +430,7 @@ def train_panel(settings: TrainSettings, device: str) -> None:
         "everyone's pages stay quick. It only advances while this page is open; come back "
         "and it continues where it stopped."
     )
-    controls(settings, device)
+    controls(device)
     run = R.current()
     running = run is not None and run.status == "running"
     st.fragment(live_panel, run_every=R.TICK_SECONDS if running else None)()

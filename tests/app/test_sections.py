@@ -81,7 +81,7 @@ SECTIONS = [
 
 # Controls that change what later sections draw: they must rerun the whole page.
 WHOLE_PAGE = [
-    ("pages/train.py", "train.n_layers", {}),  # the settings feed the run, which the sidebar's models list
+    ("pages/train.py", "train.task", {}),  # the task changes the architectures offered (other settings: by key)
     ("pages/attention.py", "glassbox.model", {}),
     ("pages/retrieval.py", "glassbox.model", {}),  # the sidebar: the device of panels 3 and 4
     ("pages/generation.py", "glassbox.model", ENCDEC),  # the sidebar's model and input feed every panel
@@ -261,7 +261,7 @@ def test_scrubbing_the_snapshots_reruns_only_that_section():
         return [spec["data"] for spec in (json.loads(e.proto.spec) for e in at.get("plotly_chart"))
                 if "at step" in str(spec["layout"].get("title"))]
 
-    assert fragment_id(at, "train.task") is None  # settings feed the Train button: whole page
+    assert fragment_id(at, "train.task") is None  # the task changes the architectures offered: whole page
     last = heads(at)
     url = dict(at.query_params)
     click_in_fragment(at, "train.scrub", 0)

@@ -1,5 +1,5 @@
 """The Train page in AppTest: a short training run to the end, uploads, clamped settings, the server cap,
-the settings in the URL, a one-token input, and no global seeding."""
+the settings in the URL, a one-token input, no global seeding, and what a setting or a button reruns."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 
 from core import checkpoints
 from core.tasks import get_task
+from core.analysis import train as A
 from tests.app.conftest import app_at, assert_ok, decode_array, page_at, plotly_specs
+from tests.app.fragments import click, fragment_id
 from ui import train_runs
 
 PAGE = "pages/train.py"
@@ -49,7 +51,8 @@ def configure(at, **values):
     at.selectbox(key="train.arch").set_value(values.pop("arch"))
     for name, value in values.items():
         at.number_input(key=f"train.{name}").set_value(value)
-    return at.run()
+    at.run()
+    return at if at.title else at.run()  # they may rerun only the summary and the buttons: draw the whole page
 
 
 def run_of(at) -> train_runs.TrainingRun:
@@ -360,8 +363,10 @@ def test_the_settings_live_in_the_url_under_their_short_names():
     assert_ok(at)
     assert at.number_input(key="train.n_layers").value == 3 and at.number_input(key="train.n_heads").value == 2
     assert at.selectbox(key="train.arch").options == list(get_task("sort").archs)
-    at.number_input(key="train.n_heads").set_value(8).run()
-    at.selectbox(key="train.pos").set_value("rope").run()
+    page = at._tree  # these two rerun only the summary and the buttons: change them on the page the browser shows
+    click(at, "train.n_heads", 8, page)
+    click(at, "train.pos", "rope", page)
+    assert_ok(at)
     url = dict(at.query_params)
     assert (url["task"], url["layers"], url["heads"], url["pos"], url["lr"]) == ("sort", "3", "8", "rope", "0.005")
     assert url["steps"] == "300" and url["seed"] == "0"  # every setting is written, defaults too
@@ -493,3 +498,153 @@ def test_the_settings_say_what_the_design_would_cost_at_the_original_sizes():
     assert "6 + 6 layers, d_model 512, 8 heads of 64, d_ff 2048" in line and "BERT-base" in line
     at.number_input(key="train.d_model").set_value(32).run()
     assert next(c.value for c in at.caption if "original Transformer" in c.value) != line  # the ratio follows
+
+
+# ---------------------------------------------------------------------------------------------
+# What a change reruns: a setting, the two keyed fragments that read it; a button, the page
+# ---------------------------------------------------------------------------------------------
+
+SUMMARY = ("Each head works", "The same design", "The warm-up (")  # the captions of what the settings add up to
+
+
+def summary(at) -> list[str]:
+    """The captions that say what the settings add up to, as the last run drew them."""
+    return [c.value for c in at.caption if c.value.startswith(SUMMARY)]
+
+
+def only_the_keyed_fragments(at) -> bool:
+    """Whether the last run drew the summary (or what is wrong with the settings) and the buttons, and nothing
+    else of the page: no title, header, sidebar, settings control or section below."""
+    return (not at.title and not at.subheader and not at.sidebar.children and not at.number_input
+            and not at.selectbox and bool(summary(at) or at.error) and "train.reset" in widget_keys(at)
+            and widget_keys(at) <= {"train.go", "train.pause", "train.resume", "train.stop", "train.reset"})
+
+
+def widget_keys(at) -> set[str]:
+    return {b.key for b in at.button}
+
+
+@pytest.mark.parametrize("key,value,name,text", [
+    ("train.n_layers", 3, "layers", "3"),
+    ("train.n_heads", 8, "heads", "8"),
+    ("train.lr", 0.005, "lr", "0.005"),
+    ("train.warmup", 12, "warmup", "12"),
+    ("train.pos", "rope", "pos", "rope"),
+    ("train.norm", "post", "norm", "post"),
+    ("train.act", "relu", "act", "relu"),
+], ids=lambda v: v if isinstance(v, str) and v.startswith("train.") else "")
+def test_a_setting_reruns_only_the_summary_and_the_buttons_and_keeps_the_url_right(key, value, name, text):
+    at = page_at(PAGE)
+    assert_ok(at)
+    page = at._tree
+    assert fragment_id(at, key) is None and fragment_id(at, "train.go") is not None
+    click(at, key, value, page)
+    assert_ok(at)
+    assert only_the_keyed_fragments(at), "a setting reran more than the summary and the buttons"
+    assert "train.go" in widget_keys(at) and not at.button(key="train.go").disabled
+    assert at.query_params[name] == text  # written by the callback: the control was not drawn again
+    linked = page_at(PAGE, dict(at.query_params))  # the same settings from the URL, on a full run
+    assert_ok(linked)
+    assert summary(at) == summary(linked)
+
+
+def test_settings_changed_in_a_row_are_all_read_from_the_session():
+    at = page_at(PAGE)
+    page = at._tree
+    before = summary(at)
+    click(at, "train.n_layers", 3, page)
+    layers = summary(at)
+    assert layers != before and only_the_keyed_fragments(at)  # the parameter count follows
+    click(at, "train.n_heads", 8, page)  # a second control of the page as the browser shows it
+    click(at, "train.d_model", 60, page)  # 60 does not split into 8 heads
+    assert_ok(at)
+    assert only_the_keyed_fragments(at)
+    assert any("60" in e.value and "8 heads" in e.value for e in at.error)
+    assert at.button(key="train.go").disabled  # the buttons read the settings now, not the last full run's
+    click(at, "train.d_model", 64, page)
+    assert not at.error and not at.button(key="train.go").disabled
+    assert any("64 / 8 = **8**" in line for line in summary(at))
+    url = dict(at.query_params)
+    assert (url["layers"], url["heads"], url["d_model"]) == ("3", "8", "64")
+
+
+def test_a_typed_value_that_is_clamped_reruns_the_page_so_the_box_shows_it():
+    at = page_at(PAGE)
+    page = at._tree
+    top = A.LIMITS["n_layers"][1]
+    click(at, "train.n_layers", 99, page)
+    assert_ok(at)
+    assert at.title, "a clamped value must be shown by its box: the whole page reruns"
+    assert at.number_input(key="train.n_layers").value == top
+    notes = [w.value for w in at.warning if "99" in w.value]
+    assert len(notes) == 1 and str(top) in notes[0]
+    assert at.query_params["layers"] == str(top)
+    assert any(f"{top}" in line for line in summary(at))
+    page = at._tree
+    click(at, "train.n_layers", 2, page)  # in range again: the summary and the buttons alone, the note gone
+    assert only_the_keyed_fragments(at) and not at.warning
+    assert at.query_params["layers"] == "2"
+
+
+def test_steps_rerun_the_page_when_they_move_the_automatic_warmup_in_its_box():
+    at = page_at(PAGE)
+    page = at._tree
+    assert at.number_input(key="train.warmup").proto.placeholder == "auto (30)"
+    click(at, "train.steps", 350, page)  # the empty warm-up box's placeholder must say 35 now
+    assert_ok(at)
+    assert at.title and at.number_input(key="train.warmup").proto.placeholder == "auto (35)"
+    page = at._tree
+    click(at, "train.steps", 2000, page)
+    assert at.title and at.number_input(key="train.warmup").proto.placeholder == "auto (100)"
+    page = at._tree
+    click(at, "train.steps", 2500, page)  # still 100: nothing in the boxes changes
+    assert only_the_keyed_fragments(at)
+    assert any("warm-up **100** steps" in line for line in summary(at))
+    assert at.query_params["steps"] == "2500"
+
+
+def test_the_task_reruns_the_page_for_the_architectures_it_offers():
+    at = page_at(PAGE)
+    page = at._tree
+    click(at, "train.task", "induction", page)
+    assert_ok(at)
+    assert at.title
+    assert at.selectbox(key="train.arch").options == ["decoder"]
+    assert at.query_params["task"] == "induction"
+
+
+def test_train_after_a_keyed_change_uses_the_new_settings_and_every_button_reruns_the_page(short_chunks):
+    at = page_at(PAGE)
+    configure(at, steps=3000)
+    page = at._tree
+    click(at, "train.n_layers", 2, page)
+    click(at, "train.d_model", 48, page)
+    assert only_the_keyed_fragments(at)
+    click(at, "train.go", None, page)  # inside the buttons' fragment, as the browser sends it
+    assert_ok(at)
+    run = run_of(at)
+    assert (run.settings.n_layers, run.settings.d_model) == (2, 48)  # not the settings of the last full run
+    assert run.trainer.model.cfg.n_layers == 2 and run.status == "running" and run.step > 0
+    assert at.title, "Train reruns the whole page"
+    assert any(p.proto.text.startswith("Training: step") for p in at.get("progress"))  # the live view trains
+    assert "train.curves" in {c.proto.id.rsplit("-", 1)[-1] for c in at.get("plotly_chart")}
+
+    click(at, "train.pause", None, at._tree)
+    assert_ok(at)
+    assert at.title and run.status == "paused" and {"train.resume", "train.stop"} <= widget_keys(at)
+    assert at.subheader and any(h.value.startswith("3 · Watch") for h in at.subheader)  # the paused run's section
+
+    page = at._tree
+    click(at, "train.n_heads", 4, page)  # the settings now differ from the run's: the buttons say so
+    assert only_the_keyed_fragments(at)
+    assert any("settings above changed" in i.value for i in at.info)
+    click(at, "train.n_heads", 2, page)
+    assert not any("settings above changed" in i.value for i in at.info)
+
+    click(at, "train.resume", None, page)
+    assert at.title and run.status == "running"
+    click(at, "train.pause", None, at._tree)
+    click(at, "train.reset", None, at._tree)
+    assert_ok(at)
+    assert at.title and train_runs.RUN_KEY not in at.session_state
+    assert any("Press **Train** to start" in i.value for i in at.info)  # the live view, drawn by the full run

@@ -111,3 +111,34 @@ def test_a_link_with_the_new_options_trains_and_shows_the_heads_shared_informati
     heading.scroll_into_view_if_needed()
     _whole_page(page)
     charts.nth(index).screenshot(path=str(screenshot(page, "train_head_mi").parent / "train_head_mi_chart.png"))
+
+
+def test_a_setting_redraws_the_summary_and_train_uses_it(server_url, page):
+    # a setting reruns only the summary and the buttons (keyed fragments); Train then starts with the new value,
+    # so the buttons do not say that the settings above differ from the run's; the buttons, drawn in a fragment,
+    # rerun the whole page (the paused run's snapshot section appears)
+    open_page(page, f"{server_url}/train?{QUERY.replace(f'steps={STEPS}', 'steps=3000')}",
+              last="[data-testid='stFileUploader']")
+    summary = page.get_by_text("Each head works in d_model")
+    before = summary.text_content()
+    layers = page.get_by_label("Layers", exact=True)
+    layers.fill("3")
+    layers.press("Enter")
+    page.wait_for_function("(old) => { const el = [...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
+                           ".find(e => e.textContent.startsWith('Each head works')); return el && el.textContent !== old; }",
+                           arg=before, timeout=60_000)
+    wait_for_run(page)
+    assert_no_exception(page)
+    assert "layers=3" in page.url and layers.input_value() == "3"
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.get_by_text("Training: step").first.wait_for(timeout=120_000)
+    page.get_by_role("button", name="Pause").click()
+    page.get_by_text("Paused: step").first.wait_for(timeout=60_000)
+    page.get_by_text("3 · Watch the heads form").wait_for(timeout=60_000)  # Pause reran the whole page
+    wait_for_run(page)
+    assert_no_exception(page)
+    assert page.get_by_text("The settings above changed").count() == 0  # the run has 3 layers, as the box says
+    layers.fill("2")
+    layers.press("Enter")
+    page.get_by_text("The settings above changed").wait_for(timeout=60_000)
+    assert_no_exception(page)
