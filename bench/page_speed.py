@@ -226,7 +226,7 @@ SECTIONS = [
     Section("depth", "Bounds: rho", "depth.rho", (0.1, 0.3), ("depth.chart", "depth.zoom")),
     Section("depth", "Hyper-connections: sublayer", "depth.sublayer", (0, 1), ("depth.mixing",)),
     Section("depth", "Long-range paths: heads H", "depth.H", (4, 2), ("depth.paths", "depth.links", "depth.field")),
-    Section("train", "Settings: layers [page]", "train.n_layers", (2, 1), PAGE_WIDE),
+    Section("train", "Settings: layers [summary, buttons]", "train.n_layers", (2, 1), ()),  # no chart: text, buttons
     Section("cost", "Setting: heads [sections 1-3]", "cost.heads", (4, 2),
             ("cost.chart.time", "cost.chart.steps", "cost.chart.memory")),
     Section("cost", "Model sizes: preset", "cost.preset", ("original", "bert-base"), ("cost.chart.preset",)),
