@@ -210,7 +210,7 @@ SECTIONS = [
     Section("masks", "Draw: preset [what reads the mask]", "masks.all.preset", ("causal", "full"),
             ("masks.all.grid", "masks.pattern_own", "masks.pattern_yours", "masks.right", "masks.wrong",
              "masks.row_sums", "masks.arcs", "masks.laplacian", "masks.spectrum", "masks.reach", "masks.field",
-             "masks.influence", "masks.pairs")),
+             "masks.influence", "masks.pairs", "masks.timing")),
     Section("masks", "Effect: layer [sections 2-4]", "masks.layer", (0, 1),
             ("masks.pattern_own", "masks.pattern_yours", "masks.right", "masks.wrong", "masks.row_sums",
              "masks.arcs", "masks.laplacian", "masks.spectrum")),

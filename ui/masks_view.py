@@ -8,10 +8,11 @@ core.analysis.masks, the cached runs and figures from ui.masks_runs.
 
 What a click reruns: the mask editor (section 1) feeds parts of sections 1 to 5: the editor itself (a preset's
 knobs, the cells, the grid), the patterns, predictions and accuracy, right and wrong masking, the real
-scores' leak, the arcs, the Laplacian, the reach by depth with the receptive field, the influence map and
-the allowed pairs. Each of those parts is a fragment with a key (READS_MASK), and every control of the
-editor reruns them by key (`rerun_only`), so a new mask redraws them and not the sidebar, the headings,
-text and formulas around them, the worst-case leak, the timing or section 6. The editor keeps the mask it
+scores' leak, the arcs, the Laplacian, the reach by depth with the receptive field, the influence map, the
+share of the dense work and the allowed pairs (with the block size's timing, which shares their fragment).
+Each of those parts is a fragment with a key (READS_MASK), and every control of the editor reruns them by
+key (`rerun_only`), so a new mask redraws them and not the sidebar, the headings, text and formulas around
+them, the worst-case leak or section 6. The editor keeps the mask it
 drew in the session (`drawn`), where those fragments read it: their arguments date from the page's last
 full run. The layer and head pickers (section 2) feed parts of sections 2 to 4 and nothing else:
 each part that reads them (the two patterns, right and wrong masking, the real scores' leak, and for
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -84,11 +86,11 @@ READS_HEAD = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK)
 READS_LAYER = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN)
 # The fragments that read the mask drawn in section 1, in page order, the editor first: every control of the
 # editor reruns these (`rerun_only`), and the editor writes the mask (DRAWN_KEY) before the others read it.
-EDITOR, MODEL_PREDICTIONS, MODEL_REACH, MODEL_INFLUENCE, COST_PAIRS = (
-    "masks.editor", "masks.model.predictions", "masks.model.reach", "masks.model.influence", "masks.cost.pairs")
-COST_TIMING = "masks.cost.timing"  # the timing of section 5: the block size reruns it with COST_PAIRS
+EDITOR, MODEL_PREDICTIONS, MODEL_REACH, MODEL_INFLUENCE, COST_SHARE, COST_MEASURED = (
+    "masks.editor", "masks.model.predictions", "masks.model.reach", "masks.model.influence", "masks.cost.share",
+    "masks.cost.measured")
 READS_MASK = (EDITOR, MODEL_PATTERNS, MODEL_PREDICTIONS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN,
-              MODEL_REACH, MODEL_INFLUENCE, COST_PAIRS)
+              MODEL_REACH, MODEL_INFLUENCE, COST_SHARE, COST_MEASURED)
 DRAWN_KEY = "masks.drawn"  # (stack [layer q k], the model's mask argument, scope) as the editor last drew it
 
 
@@ -349,13 +351,23 @@ def mask_editors(sel: Selection, n: int) -> None:
 
 @dataclass(frozen=True)
 class Drawn:
-    """The mask(s) drawn in section 1, and the model's runs with its own mask and with yours."""
+    """The mask(s) drawn in section 1, and the model's runs with its own mask and with yours (memoised, looked up
+    when a part first reads them: the graph's parts read the mask only)."""
 
     stack: np.ndarray  # [layer q k]
     arg: np.ndarray  # the model's mask argument: one mask [q k], or the stack for a mask per layer
     scope: str
-    own: dict  # masked_run with the model's own mask
-    yours: dict  # masked_run with the drawn mask(s)
+    cache_key: tuple  # the sidebar's model and input (Selection.cache_key)
+
+    @cached_property
+    def own(self) -> dict:
+        """masked_run with the model's own mask."""
+        return R.masked_run(self.cache_key, None)
+
+    @cached_property
+    def yours(self) -> dict:
+        """masked_run with the drawn mask(s)."""
+        return R.masked_run(self.cache_key, self.arg)
 
 
 def mask_panel(sel: Selection) -> bool:
@@ -380,7 +392,7 @@ def drawn(sel: Selection) -> Optional[Drawn]:
     stack, arg, scope = kept
     if stack.shape != (sel.model.cfg.n_layers, len(sel.query_tokens), len(sel.query_tokens)):
         st.rerun()  # drawn for another model or input (the page's full run draws the editor first): all of it
-    return Drawn(stack, arg, scope, R.masked_run(sel.cache_key, None), R.masked_run(sel.cache_key, arg))
+    return Drawn(stack, arg, scope, sel.cache_key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -748,36 +760,41 @@ def cost_panel(sel: Selection) -> None:
     )
     st.latex(r"\text{dense: } O(n^2 d) \qquad \text{block-sparse: } O(n\,b\,d)"
              r"\qquad \frac{\text{block-sparse}}{\text{dense}} = \frac{b}{n}")
-    cost_pairs(sel)
-    cost_timing()
+    cost_share(sel)
+    cost_measured(sel)
     try_this(
         "Double b: the predicted ratio doubles. Does the measured one follow at large n?",
         "Press **Measure again**: how much do the times move from run to run on a shared machine?",
     )
 
 
-@st.fragment(key=COST_PAIRS)  # the editor and the block size rerun it (rerun_only)
-def cost_pairs(sel: Selection) -> None:
-    """The drawn mask's allowed pairs (nothing when no mask is drawn), the block size, and the allowed pairs as n
-    grows."""
-    d, current = drawn(sel), None
-    if d is not None:
-        n, pairs = d.stack.shape[-1], int(d.stack[0].sum())
-        current = (n, pairs)
+def allowed_pairs(sel: Selection) -> Optional[tuple[int, int]]:
+    """(n, pairs layer 0 of the drawn mask allows); None when no mask is drawn (an input too long for the editor)."""
+    d = drawn(sel)
+    return None if d is None else (d.stack.shape[-1], int(d.stack[0].sum()))
+
+
+@st.fragment(key=COST_SHARE)  # the editor reruns it (rerun_only)
+def cost_share(sel: Selection) -> None:
+    """The drawn mask's allowed pairs against n² (nothing when no mask is drawn)."""
+    current = allowed_pairs(sel)
+    if current is not None:
+        n, pairs = current
         c1, c2, c3 = st.columns(3)
         c1.metric("pairs your mask allows (layer 0)", f"{pairs:,}")
         c2.metric("dense pairs n²", f"{n * n:,}")
         c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
-    b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY, on_change=rerun_only,
-                         args=(None, COST_B_KEY, None, (COST_PAIRS, COST_TIMING)))
+
+
+@st.fragment(key=COST_MEASURED)  # the editor reruns it (rerun_only); the block size and Measure again rerun it alone
+def cost_measured(sel: Selection) -> None:
+    """The block size, the allowed pairs as n grows (with the drawn mask's, when one is drawn) and the timed runs
+    at that block size. The timing does not read the mask, but the block size reads both: one fragment redraws
+    them for a new b, cheaper than two."""
+    current = allowed_pairs(sel)
+    b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY)
     w = 2 if current is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
     st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs")
-
-
-@st.fragment(key=COST_TIMING)  # the block size reruns it (rerun_only), Measure again reruns it alone
-def cost_timing() -> None:
-    """Measure again, and the timed runs at the block size chosen above; the mask drawn does not change them."""
-    b = st.session_state.get(COST_B_KEY, 32)
     run = st.session_state.setdefault(TIMING_RUN_KEY, 0)
     if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
         st.session_state[TIMING_RUN_KEY] = run = run + 1

@@ -123,7 +123,7 @@ def test_bad_formula_shows_the_grammar_and_keeps_the_page(encoder_page):
     assert any("own **full** mask" in w.value for w in at.warning)
     np.testing.assert_array_equal(z(at, "your mask (every layer)"), M.full(N).numpy())
     # The editor reran every part that reads the mask (by key): each is drawn, with the model's own mask
-    assert len(plotly_specs(at)) == 13 and not at.title
+    assert len(plotly_specs(at)) == 14 and not at.title
     np.testing.assert_allclose(z(at, "own mask"), z(at, "your mask ·"), atol=1e-6)
     assert len(plotly_specs(at.run())) >= 15 and not at.exception  # and the whole page still draws
 
@@ -299,12 +299,14 @@ def test_a_new_mask_reruns_what_reads_it_and_later_clicks_read_the_new_mask(enco
     assert not at.title and not at.sidebar.children, "a new mask does not redraw the title or the sidebar"
     drawn = {element.proto.id.rsplit("-", 1)[-1] for element in at.get("plotly_chart")}
     assert {"masks.all.grid", "masks.pattern_yours", "masks.influence", "masks.pairs"} <= drawn
-    assert not drawn & {"masks.leak", "masks.timing", "masks.legality_encoder"}, "parts that do not read the mask"
+    assert not drawn & {"masks.leak", "masks.legality_encoder"}, "parts that do not read the mask"
     window = M.sliding_window(N, 2).numpy()
+    assert metric(at, "pairs your mask allows (layer 0)") == f"{int(window.sum())}"
     click(at, "masks.token", 2, page)  # the receptive field's own fragment
     np.testing.assert_array_equal(z(at, "what can reach")[0], window[2])
     click(at, "masks.layer", 1, page)  # a fragment the layer reruns by key
     assert np.all(z(at, "your mask · layer 1")[window == 0] == 0)
-    click(at, "masks.cost_b", 16, page)  # the cost section's block size
-    assert metric(at, "pairs your mask allows (layer 0)") == f"{int(window.sum())}"
+    click(at, "masks.cost_b", 16, page)  # the cost section's block size: its two charts, not the mask's share
+    spec = chart(at, "allowed pairs")
+    assert not at.metric and int(window.sum()) in [y for trace in spec["data"] for y in np.ravel(trace["y"])]
     assert at.query_params["preset"] == "sliding" and at.query_params["layer"] == "1"

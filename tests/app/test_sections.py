@@ -105,10 +105,10 @@ class Group:
 
 GROUPS = [
     # the mask editor reruns by key every part that reads the mask (ui.masks_view.READS_MASK), the editor first:
-    # not the worst-case leak, the timing or section 6, which do not read it
+    # not the worst-case leak or section 6, which do not read it
     Group("pages/masks.py", "masks.all.preset", "sliding", ("preset", "sliding"),
           ("masks.all.grid", "masks.pattern_yours", "masks.right", "masks.arcs", "masks.reach", "masks.influence"),
-          "masks.pairs", ("masks.leak", "masks.timing", "masks.legality_encoder", "masks.legality_decoder")),
+          "masks.timing", ("masks.leak", "masks.legality_encoder", "masks.legality_decoder")),
     # the layer reruns by key only what reads it (ui.params.rerun_only): not the reach, the receptive field,
     # the measured influence or the leak curves of sections 3-4, which are the same for every layer
     Group("pages/masks.py", "masks.layer", 1, ("layer", "1"), ("masks.pattern_own", "masks.right", "masks.row_sums"),
