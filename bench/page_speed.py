@@ -19,8 +19,12 @@ run. A control inside an `st.fragment` is changed as a browser does it: only its
 the page, and its floor draws every figure of the page. Run it on an older commit (copy this file
 and tests/app/fragments.py there) to see what the same clicks cost before the sections existed.
 
+Every AppTest run here shares one ScriptCache, as a server's sessions do, so a page script is parsed and compiled
+once, not on every click (`--compile-each-run`: as AppTest does by itself, and as the tables before 2026-11-26
+were measured).
+
 Run: python bench/page_speed.py [--repeats 15] [--pages attention,home] [--views grid,head]
-     [--what pages,sections]
+     [--what pages,sections] [--compile-each-run]
 """
 
 from __future__ import annotations
@@ -87,6 +91,19 @@ def floor_in_shell(rows: int, cols: int) -> AppTest:
             shape.setdefault(section, []).append((info.path, info.title))
     (folder / "app.py").write_text(SHELL.format(pages=shape))
     return AppTest.from_file(str(folder / "app.py"), default_timeout=TIMEOUT)
+
+
+def compile_once_per_process() -> None:
+    """Let every AppTest run share one ScriptCache, as a server's sessions do (the Runtime's ScriptCache keeps each
+    script's bytecode until the file changes). AppTest makes a new one for every run, so each click paid a parse,
+    Streamlit's magic pass and a compile of its page script that a server pays once: 0.3-0.5 ms a click, more than
+    the floor's short script paid. Module attributes of a bench process, never of the app."""
+    import streamlit.testing.v1.app_test as app_test
+    import streamlit.testing.v1.local_script_runner as local_script_runner
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    shared = ScriptCache()
+    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
 
 
 class ScriptClock:
@@ -389,6 +406,9 @@ def main(argv=None) -> int:
                              "128 tokens, and 'head' too when listed)")
     parser.add_argument("--what", default="pages,sections",
                         help="pages: whole-page reruns against a heatmap floor; sections: a click in each section")
+    parser.add_argument("--compile-each-run", action="store_true",
+                        help="let every AppTest run compile its script again, as AppTest does (the tables before "
+                             "2026-11-26 were measured so); by default one ScriptCache serves every run, as on a server")
     parser.add_argument("--any-charts", action="store_true",
                         help="sections: do not check the charts a click draws against each section's list (to run "
                              "this bench on an older checkout, whose clicks drew other charts)")
@@ -399,6 +419,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    if not args.compile_each_run:
+        compile_once_per_process()
     if not read_manifest():
         print("no bundled models (assets/models/manifest.json); run python -m core.train --all first")
         return 1
