@@ -20,11 +20,12 @@ the page, and its floor draws every figure of the page. Run it on an older commi
 and tests/app/fragments.py there) to see what the same clicks cost before the sections existed.
 
 Every AppTest run here shares one ScriptCache, as a server's sessions do, so a page script is parsed and compiled
-once, not on every click (`--compile-each-run`: as AppTest does by itself, and as the tables before 2026-11-26
-were measured).
+once, not on every click; and the end of a run is awaited by joining its thread, not by AppTest's poll every
+millisecond, which took the interpreter lock from the running script and added up to a millisecond
+(`--apptest-as-is`: AppTest as it comes, as the tables before 2026-11-26 were measured).
 
 Run: python bench/page_speed.py [--repeats 15] [--pages attention,home] [--views grid,head]
-     [--what pages,sections] [--compile-each-run]
+     [--what pages,sections] [--apptest-as-is]
 """
 
 from __future__ import annotations
@@ -104,6 +105,25 @@ def compile_once_per_process() -> None:
 
     shared = ScriptCache()
     app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
+
+
+def wait_by_join() -> None:
+    """Let AppTest wait for a run by joining its script thread, not by waking every millisecond to look. The main
+    thread's wake-ups took the interpreter lock from the script thread up to a thousand times a second and left up
+    to a millisecond between the run's end and the clock's, which made the short floors' times fall in two groups
+    from run to run. The script thread ends with the run (AppTest starts one per run). Bench process only."""
+    import streamlit.testing.v1.local_script_runner as local_script_runner
+
+    def joined(runner, timeout: float = 3) -> None:
+        thread = runner._script_thread
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                runner.request_stop()
+                runner.join()
+                raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    local_script_runner.require_widgets_deltas = joined
 
 
 class ScriptClock:
@@ -396,6 +416,65 @@ def section_table(repeats: int, wanted: set[str], check_charts: bool = True) -> 
               f"{wall / f_wall:6.2f} {script:7.1f} {f_script:7.1f} {script / max(f_script, 1e-3):6.2f}")
 
 
+MINIMAL_SECTIONS = {  # a section in its simplest forms, on a page with text around it: what a fragment costs
+    "one slider and the chart, no fragment": '''
+st.slider("k", 1, 10, 3, key="k")
+st.plotly_chart(figures()[0], key="c")
+''',
+    "a fragment: one slider and the chart": '''
+st.title("A page"); st.markdown("Some text. " * 60)
+@st.fragment
+def section():
+    st.slider("k", 1, 10, 3, key="k")
+    st.plotly_chart(figures()[0], key="c")
+section()
+st.markdown("More text. " * 60)
+''',
+    "a fragment: two sliders in columns, the chart, a caption, a metric": '''
+st.title("A page"); st.markdown("Some text. " * 60)
+@st.fragment
+def section():
+    c1, c2 = st.columns(2)
+    c1.slider("k", 1, 10, 3, key="k")
+    c2.slider("j", 1, 10, 3, key="j")
+    st.plotly_chart(figures()[0], key="c")
+    st.caption("A caption.")
+    st.metric("a number", "1.0")
+section()
+st.markdown("More text. " * 60)
+''',
+}
+
+
+def minimal_table(repeats: int) -> None:
+    """The Shift map's chart drawn alone (the floor), and in the simplest sections around it, a slider moved as in
+    the section table: how much of a section click the fragment and a few controls cost by themselves."""
+    at = page_alone(page_path("positions"), {})
+    at.run()
+    specs = chart_specs(at, ("positions.fig_mk",))
+    floor = figures_floor(specs)
+    folder = Path(tempfile.mkdtemp(prefix="glassbox-minimal-"))
+    _FOLDERS.append(folder)
+    header = FIGURES_FLOOR.format(path=str(folder / "figures.json")).split("for i, fig in enumerate")[0]
+    (folder / "figures.json").write_text(json.dumps(specs))
+    rows = []
+    for name, body in MINIMAL_SECTIONS.items():
+        path = folder / f"page{len(rows)}.py"
+        path.write_text(header + body)
+        page_at = AppTest.from_file(str(path), default_timeout=TIMEOUT)
+        page_at.run()
+        section = Section("minimal", name, "k", (3, 4), None)
+        walls, floors = [], []
+        for _ in range(3):  # in turns with the floor
+            walls += click_times(page_at, section, max(1, repeats // 3), page_at._tree)[0]
+            floors += floor_times(floor, max(1, repeats // 3))[0]
+        rows.append((name, statistics.median(walls) * 1000, statistics.median(floors) * 1000))
+    print(f"\nThe simplest sections around one chart (Positions' shift map), a slider moved {3 * max(1, repeats // 3)} "
+          f"times, against the chart drawn alone, in turns (medians, ms):\n")
+    for name, wall, f_wall in rows:
+        print(f"{name:66s} {wall:6.2f} {f_wall:6.2f} {wall / f_wall:6.2f}x")
+
+
 def main(argv=None) -> int:
     """Build every app under test, rerun them in turns, print the table and the payload sizes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -405,10 +484,12 @@ def main(argv=None) -> int:
                         help="the Attention page's views to time (comma-separated; the first is also timed at "
                              "128 tokens, and 'head' too when listed)")
     parser.add_argument("--what", default="pages,sections",
-                        help="pages: whole-page reruns against a heatmap floor; sections: a click in each section")
-    parser.add_argument("--compile-each-run", action="store_true",
-                        help="let every AppTest run compile its script again, as AppTest does (the tables before "
-                             "2026-11-26 were measured so); by default one ScriptCache serves every run, as on a server")
+                        help="pages: whole-page reruns against a heatmap floor; sections: a click in each section; "
+                             "minimal: the simplest sections around one chart, against the chart alone")
+    parser.add_argument("--apptest-as-is", action="store_true",
+                        help="AppTest's own harness: a compile of the script for every run and a 1 ms poll for its end "
+                             "(the tables before 2026-11-26 were measured so); by default one ScriptCache serves every "
+                             "run, as on a server, and a run's end is awaited by joining its thread")
     parser.add_argument("--any-charts", action="store_true",
                         help="sections: do not check the charts a click draws against each section's list (to run "
                              "this bench on an older checkout, whose clicks drew other charts)")
@@ -419,8 +500,9 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    if not args.compile_each_run:
+    if not args.apptest_as_is:
         compile_once_per_process()
+        wait_by_join()
     if not read_manifest():
         print("no bundled models (assets/models/manifest.json); run python -m core.train --all first")
         return 1
@@ -429,6 +511,13 @@ def main(argv=None) -> int:
     if "sections" in what:
         try:
             section_table(args.repeats, wanted, not args.any_charts)
+        finally:
+            for folder in _FOLDERS:
+                shutil.rmtree(folder, ignore_errors=True)
+            _FOLDERS.clear()
+    if "minimal" in what:
+        try:
+            minimal_table(args.repeats)
         finally:
             for folder in _FOLDERS:
                 shutil.rmtree(folder, ignore_errors=True)
