@@ -12,9 +12,9 @@ scores' leak, the arcs, the Laplacian, the reach by depth with the receptive fie
 share of the dense work and the allowed pairs (with the block size's timing, which shares their fragment).
 Each of those parts is a fragment with a key (READS_MASK), and every control of the editor reruns them by
 key (`rerun_only`), so a new mask redraws them and not the sidebar, the headings, text and formulas around
-them, the worst-case leak or section 6. The editor keeps the mask it
-drew in the session (`drawn`), where those fragments read it: their arguments date from the page's last
-full run. The layer and head pickers (section 2) feed parts of sections 2 to 4 and nothing else:
+them, the worst-case leak or section 6. The editor keeps the mask it drew in the session (`drawn`), where
+those fragments read it: their arguments date from the page's last full run. The layer and head pickers
+(section 2) feed parts of sections 2 to 4 and nothing else:
 each part that reads them (the two patterns, right and wrong masking, the real scores' leak, and for
 the layer the arcs and the Laplacian) is a fragment of its own that the pickers rerun by key
 (`rerun_only`), so a pick redraws those parts and not the text around them, the predictions, the
@@ -384,8 +384,8 @@ def mask_panel(sel: Selection) -> bool:
 
 
 def drawn(sel: Selection) -> Optional[Drawn]:
-    """The mask(s) the editor drew last (in this run, or in the fragment rerun before) and both of the model's
-    runs (memoised); None when no mask is drawn (an input too long for the editor)."""
+    """The mask(s) the editor drew last (in this run, or earlier in this rerun of fragments: it runs first), with
+    the model's two runs looked up when read; None when no mask is drawn (an input too long for the editor)."""
     kept = st.session_state.get(DRAWN_KEY)
     if kept is None:
         return None
