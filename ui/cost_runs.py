@@ -35,6 +35,39 @@ def memory_sweep(setting: A.Setting) -> dict:
     return measure_process.measure(A.memory_sweep, setting, progress=SWEEP_PROGRESS.get())
 
 
+TAIL_POINTS = 3  # slopes are fitted over the largest three n, where per-call overheads matter least
+
+
+@memo(maxsize=32)
+def time_summary(setting: A.Setting, run: int = 0) -> dict:
+    """What the time section reads off a time sweep: each method's slope over the largest n, the n where explicit
+    attention overtakes the RNN, the slope table and the table of times. Kept with the sweep, so that a click does
+    not fit them again (a tenth of the Cost page's click)."""
+    sweep = time_sweep(setting, run)
+    slope_rows = A.slope_table(sweep, TAIL_POINTS)
+    return {"slopes": {row["method"]: row["fitted slope"] for row in slope_rows},
+            "crossover": A.crossover(sweep["ns"], sweep["ms"][A.EXPLICIT], sweep["ms"][A.RNN]),
+            "slope_rows": slope_rows, "table": A.time_table(sweep)}
+
+
+@memo(maxsize=32)
+def steps_rows(setting: A.Setting, run: int = 0) -> list[dict]:
+    """Sequential steps and longest paths per n, with the RNN's steps as counted in the time sweep."""
+    sweep = time_sweep(setting, run)
+    rows = A.steps_table(sweep["ns"])
+    for row, counted in zip(rows, sweep["rnn_steps"]):
+        row["RNN sequential steps"] = counted
+    return rows
+
+
+@memo(maxsize=32)
+def memory_summary(setting: A.Setting) -> dict:
+    """What the memory section reads off a memory sweep: each training method's log-log slope and the table."""
+    sweep = memory_sweep(setting)
+    return {"slopes": {m: A.fit_loglog(sweep["ns"], sweep["bytes"][m])[0] for m in A.TRAINING_METHODS},
+            "table": A.memory_table(sweep)}
+
+
 # Figures, built once per distinct input for every session (see ui.figures.cached).
 time_figure = cached(F.time_chart)
 steps_figure = cached(F.steps_chart)

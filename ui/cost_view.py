@@ -37,7 +37,6 @@ BLOCK_CHOICES = (8, 16, 32, 64)
 NMAX_CHOICES = (64, 128, 256, 512, 1024, 2048)  # 2,048: a training step of explicit attention stays < 1 GB
 N_MIN = 32
 PRESET_NS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
-TAIL_POINTS = 3  # slopes are fitted over the largest three n, where per-call overheads matter least
 RUN_KEY, REMEASURE_KEY = "cost.run", "cost.remeasure"
 
 # The fragments that read the sweep's controls, by what they read: a control reruns only those (`rerun_only`),
@@ -189,8 +188,8 @@ def time_measured(device: str) -> None:
     """The time sweep at the setting the controls hold now: the crossovers, the chart, where it was measured, the
     slopes and the times (with their downloads)."""
     s, run, sweep = measured_times(device)
-    slopes = {m: A.tail_slope(sweep["ns"], sweep["ms"][m], TAIL_POINTS) for m in A.METHODS}
-    measured = A.crossover(sweep["ns"], sweep["ms"][A.EXPLICIT], sweep["ms"][A.RNN])
+    summary = R.time_summary(s, run)
+    slopes, measured = summary["slopes"], summary["crossover"]
     m1, m2, m3 = st.columns(3)
     m1.metric("predicted crossover (n = d)", f"{s.d_model:,}")
     m2.metric("measured crossover: explicit vs RNN", "none in range" if measured is None else f"n ≈ {measured:,.0f}",
@@ -216,10 +215,10 @@ def time_measured(device: str) -> None:
         st.info(f"On the GPU the fused kernel never writes the n×n matrix to memory: here it is {advantage:.1f}× "
                 "faster than the explicit computation at the longest n, and the step-by-step RNN waits for one "
                 "tiny kernel launch per position.")
-    slope_rows = A.slope_table(sweep, TAIL_POINTS)
+    slope_rows = summary["slope_rows"]
     number_table(slope_rows, {"fitted slope": "%.2f", "predicted slope": "%g"})
     download(slope_rows, "slopes", "Download slopes (CSV)")
-    table = A.time_table(sweep)
+    table = summary["table"]
     number_table(table, {c: "%.3g" for c in table[0] if c != "n"}, width="stretch")
     download(table, "time", "Download times (CSV)")
 
@@ -265,11 +264,8 @@ def steps_panel(s: A.Setting) -> None:
 def steps_counted(device: str) -> None:
     """The steps and path lengths up to the longest n, with the RNN's steps counted in the time sweep at the
     setting the controls hold now (memoised: the time section has just measured it): chart, table, download."""
-    sweep = measured_times(device)[2]
-    ns = sweep["ns"]
-    rows = A.steps_table(ns)
-    for row, counted in zip(rows, sweep["rnn_steps"]):
-        row["RNN sequential steps"] = counted
+    s, run, sweep = measured_times(device)
+    ns, rows = sweep["ns"], R.steps_rows(s, run)
     st.plotly_chart(R.steps_figure(ns, [r["RNN sequential steps"] for r in rows],
                                    [r["attention sequential steps"] for r in rows],
                                    [r["RNN longest path"] for r in rows], [r["attention longest path"] for r in rows],
@@ -312,11 +308,12 @@ def memory_measured(device: str) -> None:
     table and its download."""
     s = setting(device)
     sweep = with_progress(R.memory_sweep, s, label="Measuring the memory of a training step")
-    slopes = {m: A.fit_loglog(sweep["ns"], sweep["bytes"][m])[0] for m in A.TRAINING_METHODS}
+    summary = R.memory_summary(s)
+    slopes = summary["slopes"]
     st.plotly_chart(R.memory_figure(sweep["ns"], sweep["bytes"], sweep["patterns"], slopes, A.PREDICTED_MEMORY_SLOPE,
                                     title=f"measured peak of one training step: {s.n_heads} heads of {s.d_head}, "
                                           f"b = {s.block}"), key="cost.chart.memory")
-    table = A.memory_table(sweep)
+    table = summary["table"]
     m1, m2 = st.columns(2)
     m1.metric(f"explicit ÷ chunked at n = {s.ns[-1]:,}", f"{table[-1]['explicit ÷ chunked']:.1f}×")
     m2.metric("fitted slopes (explicit, chunked)", f"{slopes[A.EXPLICIT]:.2f}, {slopes[A.CHUNKED]:.2f}",
