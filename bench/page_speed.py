@@ -430,6 +430,18 @@ def section():
 section()
 st.markdown("More text. " * 60)
 ''',
+    "a fragment: one slider and the chart, 26 more widgets on the page": '''
+st.title("A page"); st.markdown("Some text. " * 60)
+for i in range(13):
+    st.slider(f"other {i}", 1, 10, 3, key=f"other{i}")
+    st.selectbox(f"choice {i}", ["a", "b", "c"], key=f"choice{i}")
+@st.fragment
+def section():
+    st.slider("k", 1, 10, 3, key="k")
+    st.plotly_chart(figures()[0], key="c")
+section()
+st.markdown("More text. " * 60)
+''',
     "a fragment: two sliders in columns, the chart, a caption, a metric": '''
 st.title("A page"); st.markdown("Some text. " * 60)
 @st.fragment
