@@ -416,34 +416,20 @@ def section_table(repeats: int, wanted: set[str], check_charts: bool = True) -> 
               f"{wall / f_wall:6.2f} {script:7.1f} {f_script:7.1f} {script / max(f_script, 1e-3):6.2f}")
 
 
-MINIMAL_SECTIONS = {  # a section in its simplest forms, on a page with text around it: what a fragment costs
-    "one slider and the chart, no fragment": '''
-st.slider("k", 1, 10, 3, key="k")
-st.plotly_chart(figures()[0], key="c")
-''',
-    "a fragment: one slider and the chart": '''
-st.title("A page"); st.markdown("Some text. " * 60)
+TEXT_ABOVE, TEXT_BELOW = 'st.title("A page"); st.markdown("Some text. " * 60)\n', 'st.markdown("More text. " * 60)\n'
+ONE_SLIDER = '''
 @st.fragment
 def section():
     st.slider("k", 1, 10, 3, key="k")
     st.plotly_chart(figures()[0], key="c")
 section()
-st.markdown("More text. " * 60)
-''',
-    "a fragment: one slider and the chart, 26 more widgets on the page": '''
-st.title("A page"); st.markdown("Some text. " * 60)
+'''
+MORE_WIDGETS = '''
 for i in range(13):
     st.slider(f"other {i}", 1, 10, 3, key=f"other{i}")
     st.selectbox(f"choice {i}", ["a", "b", "c"], key=f"choice{i}")
-@st.fragment
-def section():
-    st.slider("k", 1, 10, 3, key="k")
-    st.plotly_chart(figures()[0], key="c")
-section()
-st.markdown("More text. " * 60)
-''',
-    "a fragment: two sliders in columns, the chart, a caption, a metric": '''
-st.title("A page"); st.markdown("Some text. " * 60)
+'''
+SECTION_WITH_EXTRAS = '''
 @st.fragment
 def section():
     c1, c2 = st.columns(2)
@@ -453,8 +439,13 @@ def section():
     st.caption("A caption.")
     st.metric("a number", "1.0")
 section()
-st.markdown("More text. " * 60)
-''',
+'''
+MINIMAL_SECTIONS = {  # a section in its simplest forms, on a page with text around it: what a fragment costs
+    "one slider and the chart, no fragment": 'st.slider("k", 1, 10, 3, key="k")\nst.plotly_chart(figures()[0], key="c")\n',
+    "a fragment: one slider and the chart": TEXT_ABOVE + ONE_SLIDER + TEXT_BELOW,
+    "a fragment: one slider and the chart, 26 more widgets on the page": TEXT_ABOVE + MORE_WIDGETS + ONE_SLIDER
+    + TEXT_BELOW,
+    "a fragment: two sliders in columns, the chart, a caption, a metric": TEXT_ABOVE + SECTION_WITH_EXTRAS + TEXT_BELOW,
 }
 
 
@@ -520,20 +511,15 @@ def main(argv=None) -> int:
         return 1
     wanted = {p for p in args.pages.split(",") if p}
     what = set(args.what.split(","))
-    if "sections" in what:
-        try:
+    try:
+        if "sections" in what:
             section_table(args.repeats, wanted, not args.any_charts)
-        finally:
-            for folder in _FOLDERS:
-                shutil.rmtree(folder, ignore_errors=True)
-            _FOLDERS.clear()
-    if "minimal" in what:
-        try:
+        if "minimal" in what:
             minimal_table(args.repeats)
-        finally:
-            for folder in _FOLDERS:
-                shutil.rmtree(folder, ignore_errors=True)
-            _FOLDERS.clear()
+    finally:  # the floors' scratch folders
+        for folder in _FOLDERS:
+            shutil.rmtree(folder, ignore_errors=True)
+        _FOLDERS.clear()
     if "pages" not in what:
         return 0
     apps: list[tuple[str, AppTest]] = []
