@@ -18,7 +18,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 MALLOC
 COPY requirements.txt wheels* /tmp/build/
 RUN pip install ${TORCH_INSTALL} && pip install -r /tmp/build/requirements.txt && rm -rf /tmp/build
 
-COPY app.py ./
+COPY app.py serve.py ./
 COPY .streamlit .streamlit
 COPY core core
 COPY ui ui
@@ -30,5 +30,5 @@ USER glassbox
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+CMD ["streamlit", "run", "serve.py", "--server.address=0.0.0.0", "--server.port=8501", \
      "--server.headless=true", "--server.fileWatcherType=none"]

@@ -8,20 +8,11 @@ fails until every listed page exists.
 import os
 
 import streamlit as st
-import torch
 
-from ui import _under_apptest, activity, allocator, interpreter, lessons_bar, offscreen, preload, recycle, warmup
+from ui import _under_apptest, activity, allocator, lessons_bar, offscreen, preload, process, recycle, warmup
 from ui.nav import sections
 
-# Many students share a few cores: one torch thread per run avoids thread-pool contention, which
-# made small-model runs and training chunks many times slower on a 2-core server.
-torch.set_num_threads(1)
-
-# Torch lets go of the interpreter lock around every op: a short switch interval bounds how long a
-# session waits to take it back while others draw their pages (ui/interpreter.py).
-interpreter.share_the_lock()
-allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
-allocator.fix_mmap_threshold()  # and big freed blocks go back to the system instead of staying in the heap
+process.set_up()  # one torch thread, a short switch interval, malloc settings (ui/process.py)
 if not _under_apptest():
     # once per process: when idle, memory back to the system; when the class has left, what it computed too
     # (behind deploy/cluster.py --recycle-idle: the server asks the cluster for a fresh process instead, ui/recycle.py)

@@ -18,7 +18,7 @@ A rerun's latency is send -> `script_finished`. Errors are exception elements in
 (plus time-outs, lost connections and compile errors). Cross-talk: every student has its own
 input; each session's figures and text must show its own input and never another student's.
 
-The harness starts `streamlit run app.py` itself on 127.0.0.1 with a free port (stopped by PID at
+The harness starts `streamlit run serve.py` itself on 127.0.0.1 with a free port (stopped by PID at
 the end) and samples the server's CPU and RSS from /proc every second, or attaches to --url.
 --real-browsers K opens K real Chromium pages (Debian chromium via Playwright, in a subprocess:
 bench/classroom_browsers.py) beside the simulated students and reports their time to the page's
@@ -787,7 +787,7 @@ sys.exit(main())
 
 
 class Server:
-    """`streamlit run app.py` on 127.0.0.1 at a free port; stopped by PID."""
+    """`streamlit run serve.py` on 127.0.0.1 at a free port; stopped by PID."""
 
     def __init__(self, extra: list[str], log_path: Path, gc_stats: Optional[Path] = None):
         self.port = free_port()
@@ -795,7 +795,7 @@ class Server:
         self.log_path = log_path
         launcher = [sys.executable, "-c", GC_BOOTSTRAP, str(gc_stats)] if gc_stats else \
             [sys.executable, "-m", "streamlit"]
-        self.cmd = [*launcher, "run", "app.py", "--server.headless", "true",
+        self.cmd = [*launcher, "run", "serve.py", "--server.headless", "true",
                     "--server.address", "127.0.0.1", "--server.port", str(self.port),
                     "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *extra]
         self.proc: Optional[subprocess.Popen] = None

@@ -6,9 +6,11 @@
     python bench/first_visit.py --same-browser      # every tab in one browser that has the app's scripts cached
     python bench/first_visit.py --navigate          # one tab: open Home, then click each page in the sidebar
     python bench/first_visit.py --navigate --served # the same, on a server that served every page once before
+    python bench/first_visit.py --entry app.py      # served as `streamlit run app.py`: the warm-up waits for a visit
+    python bench/first_visit.py --wait 10           # the server left idle 10 s after it is up (a teacher's start)
 
-Starts `streamlit run app.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
-/_stcore/health (the server is up; no script has run yet), then opens every page in Debian's
+Starts `streamlit run serve.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
+/_stcore/health (the server is up; no page has run yet; serve.py's warm-up has started), then opens every page in Debian's
 chromium through Playwright, one tab at a time, as one new visitor would: first every page once
 ("cold": the first visit of that page since the server started; the first page also pays the
 torch import), then every page again ("warm", a new tab). A visit is timed from the request to
@@ -57,11 +59,13 @@ SNAPSHOT_JS = """() => {
 }"""
 
 
-def start_server(root: Path, port: int) -> subprocess.Popen:
-    """`streamlit run app.py` in `root`, as tests/e2e/conftest.py starts it; waits for /_stcore/health."""
+def start_server(root: Path, port: int, entry: str = "serve.py") -> subprocess.Popen:
+    """`streamlit run serve.py` (or `entry`) in `root`, as tests/e2e/conftest.py starts it; waits for /_stcore/health."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
+    if not (root / entry).exists():  # a checkout from before serve.py (--root)
+        entry = "app.py"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", entry, "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port),
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
@@ -176,6 +180,8 @@ def main() -> None:
                              "served each page before (a class's second student), the timed browser has not")
     parser.add_argument("--wait", type=float, default=0.0,
                         help="seconds to leave the healthy server idle before the first visit")
+    parser.add_argument("--entry", default="serve.py",
+                        help="the script to serve: serve.py (warm-up from the server's start) or app.py (from the first visit)")
     args = parser.parse_args()
     root = args.root.resolve()
     pages = page_list(root, set(args.pages.split(",")) if args.pages else None)
@@ -185,7 +191,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     port = free_port()
-    server = start_server(root, port)
+    server = start_server(root, port, args.entry)
     cold, warm = {}, {}
     try:
         time.sleep(args.wait)
@@ -209,7 +215,7 @@ def main() -> None:
             browser.close()
     finally:
         stop_server(server)
-    print(f"first visits to {root.name} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
+    print(f"first visits to {root.name}/{args.entry if (root / args.entry).exists() else 'app.py'} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
           f"seconds to the last element drawn; target <= {TARGET_S:g} s")
     print(f"{'page':12} {'cold':>7} {'warm':>7}")
     print("-" * 28)

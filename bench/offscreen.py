@@ -5,7 +5,7 @@ on against the same rule switched off in the browser, in turns on one server, on
     python bench/offscreen.py --how load                   # each visit a new tab of one browser (scripts cached)
     python bench/offscreen.py --pages Positions,Masks --repeats 10
 
-Starts `streamlit run app.py` as bench/first_visit.py does, opens Home, visits every page once
+Starts `streamlit run serve.py` as bench/first_visit.py does, opens Home, visits every page once
 (so nothing measured is a first visit since the server started), then visits each page `--repeats`
 times with the rule and as many without, alternating which goes first. "off" adds a style to the
 browser that sets the top-level blocks back to `content-visibility: visible`; everything else, the

@@ -6,7 +6,7 @@ must not move anything a student sees.
     python bench/page_geometry.py --compare before.json             # this checkout against that file
     python bench/page_geometry.py --extra "attention?view=scale" --out before.json   # and a page at a URL state
 
-Starts `streamlit run app.py` (as bench/first_visit.py does), opens each page in a 1400x1000 window with
+Starts `streamlit run serve.py` (as bench/first_visit.py does), opens each page in a 1400x1000 window with
 the skipping rule of ui/offscreen.py switched off (so every block is laid out), waits until the page is
 finished, and records every element of the main area: what it is (its Streamlit test id), its text (the
 first 60 characters), its position and size in whole pixels, and the page's height. `--compare` lists

@@ -1,6 +1,6 @@
 """Several Glassbox servers behind nginx with sticky sessions, on one machine.
 
-Starts K `streamlit run app.py` processes on free 127.0.0.1 ports, waits until each answers
+Starts K `streamlit run serve.py` processes (app.py, warming up from the start: serve.py) on free 127.0.0.1 ports, waits until each answers
 /_stcore/health, writes deploy/nginx.conf.template filled in for them into a scratch folder and
 runs nginx (Debian's `nginx` package; no root needed) in front of them. Ctrl-C or SIGTERM stops
 everything by PID.
@@ -148,7 +148,7 @@ class Cluster:
             env["GLASSBOX_RECYCLE_MARKER"] = str(self.marker)
         with log:  # the child keeps its own copy: a restarted server must not leave a handle open here
             return subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
                  "--server.address", "127.0.0.1", "--server.port", str(port),
                  "--server.fileWatcherType", "none", *self.streamlit_args],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -1,4 +1,4 @@
-"""Real-browser fixtures: `streamlit run app.py` on 127.0.0.1 and Debian's chromium via Playwright.
+"""Real-browser fixtures: `streamlit run serve.py` (app.py, warming up from the server's start) on 127.0.0.1 and Debian's chromium via Playwright.
 
 The server is started and stopped (by PID) by the session fixture; readiness comes from
 /_stcore/health and a finished script run from the app's data-test-script-state attribute.
@@ -34,14 +34,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(extra_env: dict | None = None, log_path: Path | None = None):
-    """Start `streamlit run app.py` on a free 127.0.0.1 port; yield its URL; stop it by PID.
+def streamlit_server(extra_env: dict | None = None, log_path: Path | None = None, entry: str = "serve.py"):
+    """Start `streamlit run serve.py` (or `entry`) on a free 127.0.0.1 port; yield its URL; stop it by PID.
     `extra_env` is added to its environment; `log_path`, if given, receives its output."""
     port = _free_port()
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296", **(extra_env or {}))
     log = open(log_path, "wb") if log_path else None  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", entry, "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port),
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=ROOT, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, env=env,

@@ -1,0 +1,36 @@
+"""Start the Glassbox warm: `streamlit run serve.py` serves app.py and starts its warm-up with the server.
+
+`streamlit run app.py` serves the same app, but Streamlit runs nothing of it until the first browser
+connects, so that visitor waited for the torch import, the app's modules and the first model load, and
+the warm-up (ui/warmup.py: the bundled models, every page's imports, the default measurements) began
+only then. Here app.py is wrapped in Streamlit's ASGI app (`st.App`, which `streamlit run` finds in
+this file), whose lifespan starts one thread as the server starts: the process settings app.py makes
+(ui/process.py), then the warm-up. The server answers its health check at once; a visitor who arrives
+while the thread is still working waits only for what is left. Every `streamlit run` option applies
+as with app.py (`--server.port`, `--server.address`, .streamlit/config.toml).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import asynccontextmanager
+
+import streamlit as st
+
+
+def warm_up() -> None:
+    """What app.py's first run would start: the process settings, then the warm-up thread."""
+    from ui import process, warmup
+
+    process.set_up()
+    warmup.start()
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    """Start the warm-up beside the server (the import of torch alone takes about a second)."""
+    threading.Thread(target=warm_up, name="glassbox-start", daemon=True).start()
+    yield
+
+
+app = st.App("app.py", lifespan=lifespan)

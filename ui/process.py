@@ -1,0 +1,25 @@
+"""The settings every app process makes once, before its pages do any work.
+
+One torch thread per run, a short interpreter switch interval, and glibc's malloc capped and fixed.
+app.py calls `set_up` on every run (after the first, each call is a few microseconds); serve.py
+calls it when the server starts, so that the warm-up started there runs under the same settings.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ui import allocator, interpreter
+
+
+def set_up() -> None:
+    """Apply the process-wide settings; safe to call from any thread and any number of times."""
+    # Many students share a few cores: one torch thread per run avoids thread-pool contention, which
+    # made small-model runs and training chunks many times slower on a 2-core server. (Torch keeps the
+    # count process-wide; every thread that later runs torch work takes it up.)
+    torch.set_num_threads(1)
+    # Torch lets go of the interpreter lock around every op: a short switch interval bounds how long a
+    # session waits to take it back while others draw their pages (ui/interpreter.py).
+    interpreter.share_the_lock()
+    allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
+    allocator.fix_mmap_threshold()  # and big freed blocks go back to the system instead of staying in the heap
