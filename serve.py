@@ -8,14 +8,22 @@ this file), whose lifespan starts one thread as the server starts: the process s
 (ui/process.py), then the warm-up. The server answers its health check at once; a visitor who arrives
 while the thread is still working waits only for what is left. Every `streamlit run` option applies
 as with app.py (`--server.port`, `--server.address`, .streamlit/config.toml).
+
+It also sends Streamlit's frontend code gzip-compressed, each file compressed once per process
+(ui/compressed_static.py): a first visit downloads about a third of the bytes. GLASSBOX_COMPRESS_STATIC=0
+switches that off.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import asynccontextmanager
 
 import streamlit as st
+from starlette.middleware import Middleware
+
+from ui.compressed_static import CompressedStatic
 
 
 def warm_up() -> None:
@@ -33,4 +41,5 @@ async def lifespan(_app):
     yield
 
 
-app = st.App("app.py", lifespan=lifespan)
+compress = os.environ.get("GLASSBOX_COMPRESS_STATIC", "1") != "0"
+app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(CompressedStatic)] if compress else [])

@@ -8,6 +8,8 @@
     python bench/first_visit.py --navigate --served # the same, on a server that served every page once before
     python bench/first_visit.py --entry app.py      # served as `streamlit run app.py`: the warm-up waits for a visit
     python bench/first_visit.py --wait 10           # the server left idle 10 s after it is up (a teacher's start)
+    python bench/first_visit.py --network 20,20     # every tab on a 20 Mbit/s network with 20 ms latency
+    python bench/first_visit.py --server-env GLASSBOX_COMPRESS_STATIC=0   # Streamlit's code sent uncompressed
 
 Starts `streamlit run serve.py` on a free 127.0.0.1 port (stopped by PID), waits until it answers
 /_stcore/health (the server is up; no page has run yet; serve.py's warm-up has started), then opens every page in Debian's
@@ -59,9 +61,9 @@ SNAPSHOT_JS = """() => {
 }"""
 
 
-def start_server(root: Path, port: int, entry: str = "serve.py") -> subprocess.Popen:
+def start_server(root: Path, port: int, entry: str = "serve.py", extra_env: dict | None = None) -> subprocess.Popen:
     """`streamlit run serve.py` (or `entry`) in `root`, as tests/e2e/conftest.py starts it; waits for /_stcore/health."""
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296")
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="33554432", MALLOC_TRIM_THRESHOLD_="4294967296", **(extra_env or {}))
     if not (root / entry).exists():  # a checkout from before serve.py (--root)
         entry = "app.py"
     proc = subprocess.Popen(
@@ -109,11 +111,24 @@ def wait_settled(page, t0: float, settle: float, timeout: float, arrived=lambda 
         page.wait_for_timeout(40)
 
 
-def time_visit(browser, url: str, settle: float, timeout: float, shared=None) -> float:
+def limit_network(page, network: tuple[float, float] | None) -> None:
+    """Give `page` a network of `network` = (megabits per second down and up, milliseconds of latency), as
+    Chromium's developer tools do (the bytes on the wire count: compressed ones when the server compresses)."""
+    if network is None:
+        return
+    mbit, latency_ms = network
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": latency_ms,
+                                                  "downloadThroughput": mbit * 1e6 / 8, "uploadThroughput": mbit * 1e6 / 8})
+
+
+def time_visit(browser, url: str, settle: float, timeout: float, shared=None, network=None) -> float:
     """Seconds from the request to the last change of a finished page, in a fresh tab: of a new browser
     profile (nothing cached), or with `shared`, a new tab of that browser context (its cache kept)."""
     context = shared or browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
+    limit_network(page, network)
     try:
         t0 = time.perf_counter()
         page.goto(url, wait_until="commit", timeout=timeout * 1000)
@@ -133,11 +148,13 @@ def time_click(page, title: str, path: str, settle: float, timeout: float) -> fl
                         and snap["path"].rstrip("/") == f"/{path}".rstrip("/"))
 
 
-def navigate(browser, home_url: str, pages, settle: float, timeout: float, pause: float = 0.0) -> tuple[dict, dict]:
+def navigate(browser, home_url: str, pages, settle: float, timeout: float, pause: float = 0.0,
+             network=None) -> tuple[dict, dict]:
     """One tab, as a student in the app: open Home (its cold figure is that page load), wait `pause`
     seconds, then reach every page by its sidebar link, twice (cold, then warm). Returns {title: seconds}
     for each pass."""
     tab = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    limit_network(tab, network)
     t0 = time.perf_counter()
     tab.goto(home_url, wait_until="commit", timeout=timeout * 1000)
     opened = wait_settled(tab, t0, settle, timeout)
@@ -180,10 +197,17 @@ def main() -> None:
                              "served each page before (a class's second student), the timed browser has not")
     parser.add_argument("--wait", type=float, default=0.0,
                         help="seconds to leave the healthy server idle before the first visit")
+    parser.add_argument("--network", default="",
+                        help="MBIT,MS: every tab on a network of MBIT megabits per second with MS milliseconds of "
+                             "latency (a school's Wi-Fi: 20,20), as Chromium's developer tools throttle")
+    parser.add_argument("--server-env", action="append", default=[],
+                        help="KEY=VALUE for the server's environment, e.g. GLASSBOX_COMPRESS_STATIC=0")
     parser.add_argument("--entry", default="serve.py",
                         help="the script to serve: serve.py (warm-up from the server's start) or app.py (from the first visit)")
     args = parser.parse_args()
     root = args.root.resolve()
+    network = tuple(float(x) for x in args.network.split(",")) if args.network else None
+    server_env = dict(item.split("=", 1) for item in args.server_env)
     pages = page_list(root, set(args.pages.split(",")) if args.pages else None)
     exe = shutil.which("chromium")
     if exe is None:
@@ -191,7 +215,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     port = free_port()
-    server = start_server(root, port, args.entry)
+    server = start_server(root, port, args.entry, server_env)
     cold, warm = {}, {}
     try:
         time.sleep(args.wait)
@@ -200,22 +224,24 @@ def main() -> None:
             shared = None
             if args.served:
                 for title, path in pages:
-                    time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout)
+                    time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle, args.timeout, network=network)
             if args.same_browser:
                 shared = browser.new_context(viewport={"width": 1400, "height": 1000})
-                time_visit(browser, f"http://127.0.0.1:{port}/", args.settle, args.timeout, shared)
+                time_visit(browser, f"http://127.0.0.1:{port}/", args.settle, args.timeout, shared, network)
             if args.navigate:
                 cold, warm = navigate(browser, f"http://127.0.0.1:{port}/", pages, args.settle, args.timeout,
-                                      args.pause)
+                                      args.pause, network)
             else:
                 for times in (cold, warm):
                     for title, path in pages:
                         times[title] = time_visit(browser, f"http://127.0.0.1:{port}/{path}", args.settle,
-                                                  args.timeout, shared)
+                                                  args.timeout, shared, network)
             browser.close()
     finally:
         stop_server(server)
-    print(f"first visits to {root.name}/{args.entry if (root / args.entry).exists() else 'app.py'} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
+    print(f"first visits to {root.name}/{args.entry if (root / args.entry).exists() else 'app.py'} "
+          f"{' '.join(args.server_env)}{' network ' + args.network if network else ''} "
+          f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
           f"seconds to the last element drawn; target <= {TARGET_S:g} s")
     print(f"{'page':12} {'cold':>7} {'warm':>7}")
     print("-" * 28)

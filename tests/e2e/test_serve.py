@@ -57,3 +57,39 @@ def test_serve_warms_up_at_start_and_app_at_the_first_visit(page, tmp_path):
         assert text.count("warm-up done") == 1, text[-2000:]  # once per process
         assert "Traceback" not in text, text[-3000:]
 
+
+
+def static_scripts(url: str) -> list[str]:
+    """The /static/ script paths that the app's HTML page loads."""
+    with urllib.request.urlopen(url + "/", timeout=10) as r:
+        html = r.read().decode()
+    return re.findall(r'src="\.?(/static/js/[^"]+\.js)"', html)
+
+
+def get(url: str, **headers) -> tuple[dict, bytes]:
+    request = urllib.request.Request(url, headers={k.replace("_", "-"): v for k, v in headers.items()})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        return {k.lower(): v for k, v in r.headers.items()}, r.read()
+
+
+def test_served_frontend_code_is_compressed_once_and_decodes_to_streamlits_file(server_url, page):
+    """serve.py's ui/compressed_static.py on the real server: the app's main script and Plotly's chunk
+    (the largest) come gzip-compressed to a browser that takes gzip and decode to exactly the bytes
+    Streamlit sends uncompressed; a chart page in chromium draws from them."""
+    import gzip
+
+    import streamlit
+
+    scripts = static_scripts(server_url)
+    assert scripts, "no script in the app's page"
+    plotly = next((Path(streamlit.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js")).name
+    for path in [scripts[0], f"/static/js/{plotly}"]:
+        plain_headers, plain = get(server_url + path)
+        assert "content-encoding" not in plain_headers
+        for _ in range(2):  # compressed the first time, from memory the second: the same bytes both times
+            headers, body = get(server_url + path, accept_encoding="gzip, deflate, br")
+            assert headers["content-encoding"] == "gzip" and "immutable" in headers["cache-control"]
+            assert gzip.decompress(body) == plain
+            assert len(body) < 0.5 * len(plain)
+    open_page(page, server_url + "/attention", last="[data-testid='stPlotlyChart'] .js-plotly-plot")
+    assert_no_exception(page)

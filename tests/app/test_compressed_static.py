@@ -1,0 +1,170 @@
+"""ui/compressed_static.py: Streamlit's static files sent gzip-compressed, compressed once per path.
+
+Driven as ASGI directly (no HTTP client needed): a fake inner app stands in for Streamlit's static handler
+and counts how often it is asked. The real server's answers are checked in tests/e2e/test_serve.py."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ui import compressed_static as cs
+
+JS = b"/* a content-hashed bundle */ " + os.urandom(600).hex().encode() * 20  # compressible, over MIN_BYTES
+IMMUTABLE = b"public, immutable, max-age=31536000"
+
+
+class FakeStatic:
+    """Serves `body` for every path, in 4 KB chunks as Starlette's FileResponse does; counts the calls."""
+
+    def __init__(self, body=JS, content_type=b"application/javascript", cache=IMMUTABLE, status=200, pathsend=False):
+        self.body, self.content_type, self.cache, self.status, self.pathsend = body, content_type, cache, status, pathsend
+        self.calls = 0
+
+    async def __call__(self, scope, receive, send):
+        self.calls += 1
+        await asyncio.sleep(0)  # let concurrent requests interleave
+        headers = [(b"content-type", self.content_type), (b"content-length", str(len(self.body)).encode()),
+                   (b"etag", b'"abc123"'), (b"accept-ranges", b"bytes"), (b"cache-control", self.cache)]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        if self.pathsend:
+            await send({"type": "http.response.pathsend", "path": "/somewhere"})
+            return
+        for i in range(0, len(self.body), 4096):
+            await send({"type": "http.response.body", "body": self.body[i:i + 4096],
+                        "more_body": i + 4096 < len(self.body)})
+
+
+def run(coroutine):
+    """asyncio.run in a thread of its own: a thread that ran Playwright's sync API (the e2e tests, in the same
+    pytest process) has an event loop marked running, where asyncio.run refuses to start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def request(path="/static/js/index.abc.js", method="GET", **headers):
+    encoded = [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
+    return {"type": "http", "method": method, "path": path, "headers": encoded}
+
+
+def fetch(app, scope):
+    """Run one request; returns (status, headers as a dict, body, message types)."""
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    run(app(scope, receive, send))
+    start = sent[0]
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body, [m["type"] for m in sent]
+
+
+def test_a_served_bundle_is_sent_compressed_and_later_requests_come_from_memory():
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    status, headers, body, _ = fetch(app, request(accept_encoding="gzip, deflate, br"))
+    assert status == 200 and headers["content-encoding"] == "gzip" and headers["vary"] == "Accept-Encoding"
+    assert gzip.decompress(body) == JS and int(headers["content-length"]) == len(body) < len(JS) / 2
+    assert headers["cache-control"] == IMMUTABLE.decode() and headers["content-type"] == "application/javascript"
+    assert headers["etag"] == 'W/"gzip-abc123"' and "accept-ranges" not in headers  # not the plain file's validator
+    again = fetch(app, request(accept_encoding="gzip"))
+    assert again[2] == body and inner.calls == 1  # answered from memory, Streamlit not asked again
+    assert app.stored_bytes == len(body)
+
+
+def test_concurrent_first_requests_compress_the_file_once(monkeypatch):
+    compressions = []
+    real = cs.compress
+    monkeypatch.setattr(cs, "compress", lambda start, body: compressions.append(1) or real(start, body))
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    answers = []
+
+    async def one():
+        sent = []
+
+        async def receive():
+            return {"type": "http.request"}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(request(accept_encoding="gzip"), receive, send)
+        answers.append(b"".join(m.get("body", b"") for m in sent[1:]))
+
+    async def class_arrives():
+        await asyncio.gather(*(one() for _ in range(30)))
+
+    run(class_arrives())
+    assert len(answers) == 30 and all(gzip.decompress(a) == JS for a in answers)
+    assert len(compressions) == 1, f"{len(compressions)} compressions for one file"
+
+
+@pytest.mark.parametrize("scope", [
+    request(),  # no Accept-Encoding
+    request(accept_encoding="br, deflate"),
+    request(accept_encoding="gzip;q=0, br"),
+    request(accept_encoding="gzip", range="bytes=0-99"),
+    request(accept_encoding="gzip", if_none_match='"abc123"'),
+    request(accept_encoding="gzip", method="HEAD"),
+    request("/_stcore/health", accept_encoding="gzip"),
+    request("/", accept_encoding="gzip"),
+])
+def test_anything_else_passes_through_untouched(scope):
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    status, headers, body, _ = fetch(app, scope)
+    assert status == 200 and body == JS and "content-encoding" not in headers and headers["etag"] == '"abc123"'
+    assert app.stored_bytes == 0
+
+
+@pytest.mark.parametrize("inner", [
+    FakeStatic(content_type=b"text/html; charset=utf-8", cache=b"no-cache"),  # index.html for an unknown path
+    FakeStatic(content_type=b"font/woff2"),  # already compressed
+    FakeStatic(cache=b"no-cache"),  # not content-hashed
+    FakeStatic(status=404, content_type=b"text/plain"),
+    FakeStatic(body=b"tiny();"),  # under MIN_BYTES
+])
+def test_answers_that_are_not_hashed_text_bundles_are_sent_as_they_came_and_not_kept(inner):
+    app = cs.CompressedStatic(inner)
+    for _ in range(2):
+        status, headers, body, _ = fetch(app, request(accept_encoding="gzip"))
+        assert status == inner.status and body == inner.body and "content-encoding" not in headers
+    assert app.stored_bytes == 0 and inner.calls == 2
+
+
+def test_an_answer_sent_another_way_is_replayed_as_it_came():
+    app = cs.CompressedStatic(FakeStatic(pathsend=True))
+    _, headers, _, types = fetch(app, request(accept_encoding="gzip"))
+    assert types == ["http.response.start", "http.response.pathsend"] and "content-encoding" not in headers
+
+
+def test_the_store_is_capped_and_keyed_by_path(monkeypatch):
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    fetch(app, {**request("/static/js/a.js", accept_encoding="gzip"), "query_string": b"v=1"})
+    fetch(app, {**request("/static/js/a.js", accept_encoding="gzip"), "query_string": b"v=2"})
+    assert inner.calls == 1  # the query does not make a new entry
+    one_file = app.stored_bytes
+    monkeypatch.setattr(cs, "MAX_BYTES", one_file + 10)
+    for _ in range(2):
+        status, headers, body, _ = fetch(app, request("/static/js/b.js", accept_encoding="gzip"))
+        assert headers["content-encoding"] == "gzip" and gzip.decompress(body) == JS  # still compressed
+    assert app.stored_bytes == one_file and inner.calls == 3  # but not kept: the cap holds
+
+
+@pytest.mark.parametrize("header, takes", [
+    ("gzip, deflate, br, zstd", True), ("GZIP", True), ("br", False), ("", False), ("gzip;q=0", False),
+    ("gzip; q=0.5", True), ("*", True), ("*;q=0", False), ("gzip;q=0, *", False), ("br, *;q=0.1", True),
+    ("gzip;q=nonsense", False),
+])
+def test_accept_encoding_is_read_with_its_weights(header, takes):
+    assert cs.accepts_gzip([(b"accept-encoding", header.encode())]) is takes

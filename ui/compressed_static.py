@@ -1,0 +1,180 @@
+"""Streamlit's own JavaScript and style sheets sent gzip-compressed, each file compressed once per process.
+
+A student's first visit downloads about 10 MB of Streamlit's frontend code (Plotly's chunk alone is 4.7 MB),
+and Streamlit sends it uncompressed: it leaves compression to a proxy, because compressing on every request
+would cost its server CPU on every first load. On a classroom's shared Wi-Fi those bytes are most of a first
+visit. This ASGI middleware (added by serve.py) lets Streamlit serve each file as usual, compresses the answer
+the first time a path is asked for, and keeps the compressed bytes: every later request for that path is
+answered from memory. Only what Streamlit served itself is kept: a 200 answer for a path under /static/ with
+a content-hashed name (Streamlit marks those immutable), JavaScript, CSS, SVG or JSON; the path, not the
+query, is the key, and the whole store is capped (`MAX_BYTES`), so made-up URLs cannot grow it. Everything
+else (other paths, a browser that does not accept gzip, ranges, revalidations, HEAD) passes through as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional
+
+PREFIX = "/static/"
+COMPRESSIBLE = ("javascript", "text/css", "image/svg+xml", "application/json")  # fonts and images are compressed
+LEVEL = 6  # gzip's default: within 3% of level 9's size here, at a third of its time
+MIN_BYTES = 1024
+MAX_BYTES = 64 * 1024 * 1024  # all of Streamlit's compressible frontend is about 8 MB compressed
+
+Message = dict[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """One static file as it is sent to browsers that accept gzip: the response's headers and body."""
+
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+
+def _header(headers, name: bytes) -> Optional[bytes]:
+    """The value of header `name` (lower case) in an ASGI header list, or None."""
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def accepts_gzip(headers) -> bool:
+    """Whether the request's Accept-Encoding takes gzip: listed (or `*`) with a weight above zero."""
+    accepted = (_header(headers, b"accept-encoding") or b"").decode("latin-1").lower()
+    star = False
+    for item in accepted.split(","):
+        coding, *params = [part.strip() for part in item.split(";")]
+        weight = 1.0
+        for param in params:
+            if param.replace(" ", "").startswith("q="):
+                try:
+                    weight = float(param.replace(" ", "")[2:])
+                except ValueError:
+                    weight = 0.0
+        if coding == "gzip":
+            return weight > 0
+        if coding == "*":
+            star = weight > 0
+    return star
+
+
+def eligible_request(scope) -> bool:
+    """A plain GET for a file under /static/ from a browser that takes gzip (not a range nor a revalidation)."""
+    if scope.get("type") != "http" or scope.get("method") != "GET" or not scope.get("path", "").startswith(PREFIX):
+        return False
+    headers = scope.get("headers", [])
+    if any(_header(headers, name) is not None for name in (b"range", b"if-none-match", b"if-modified-since")):
+        return False
+    return accepts_gzip(headers)
+
+
+def compressible_response(start: Message, body: bytes) -> bool:
+    """A full 200 answer, content-hashed (immutable) and of a text type, not already encoded, worth compressing."""
+    headers = start.get("headers", [])
+    content_type = (_header(headers, b"content-type") or b"").decode("latin-1").lower()
+    cache = (_header(headers, b"cache-control") or b"").decode("latin-1").lower()
+    return (start.get("status") == 200 and _header(headers, b"content-encoding") is None
+            and "immutable" in cache and any(kind in content_type for kind in COMPRESSIBLE)
+            and len(body) >= MIN_BYTES)
+
+
+def compress(start: Message, body: bytes) -> Compressed:
+    """The gzip answer for a served file: its headers less the length and validators, plus the encoding."""
+    data = gzip.compress(body, compresslevel=LEVEL, mtime=0)  # mtime 0: the same bytes every time
+    kept = [(k, v) for k, v in start.get("headers", [])
+            if k.lower() not in (b"content-length", b"content-encoding", b"accept-ranges", b"etag", b"vary")]
+    etag = _header(start.get("headers", []), b"etag")
+    if etag is not None:  # a weak validator of its own: the bytes differ from the uncompressed file's
+        kept.append((b"etag", b'W/"gzip-' + etag.strip(b'W/"') + b'"'))
+    kept += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding"), (b"content-length", str(len(data)).encode())]
+    return Compressed(headers=kept, body=data)
+
+
+class CompressedStatic:
+    """ASGI middleware: /static/ files compressed once per path and then answered from memory (module docstring)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self._store: dict[str, Compressed] = {}
+        self._pending: dict[str, asyncio.Future] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()  # the store is shared by every event loop of the process
+
+    @property
+    def stored_bytes(self) -> int:
+        return self._bytes
+
+    async def __call__(self, scope, receive, send: Send) -> None:
+        if not eligible_request(scope):
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        with self._lock:
+            hit = self._store.get(path)
+        if hit is not None:
+            await self._send(send, hit)
+            return
+        messages: list[Message] = []
+
+        async def keep(message: Message) -> None:
+            messages.append(message)
+
+        await self.app(scope, receive, keep)  # Streamlit serves the file (its path checks, its headers)
+        start, body = self._whole_response(messages)
+        if start is None or not compressible_response(start, body):
+            for message in messages:
+                await send(message)
+            return
+        answer = await self._compressed_once(path, start, body)
+        await self._send(send, answer)
+
+    @staticmethod
+    def _whole_response(messages: list[Message]) -> tuple[Optional[Message], bytes]:
+        """The start message and the whole body, or (None, b"") if the answer was anything but start + body."""
+        if not messages or messages[0].get("type") != "http.response.start":
+            return None, b""
+        bodies = messages[1:]
+        if not bodies or any(m.get("type") != "http.response.body" for m in bodies) or bodies[-1].get("more_body"):
+            return None, b""
+        return messages[0], b"".join(m.get("body", b"") for m in bodies)
+
+    async def _compressed_once(self, path: str, start: Message, body: bytes) -> Compressed:
+        """Compress `path`'s answer in a worker thread; requests that arrive meanwhile wait for the same result."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if path in self._store:  # finished while Streamlit served this request
+                return self._store[path]
+            pending = self._pending.get(path)
+            owner = pending is None or pending.get_loop() is not loop
+            if owner:
+                pending = loop.create_future()
+                self._pending[path] = pending
+        if not owner:
+            return await asyncio.shield(pending)
+        try:
+            answer = await loop.run_in_executor(None, compress, start, body)  # zlib lets go of the interpreter lock
+        except BaseException as error:
+            with self._lock:
+                self._pending.pop(path, None)
+            pending.set_exception(error)
+            pending.exception()  # retrieved: nobody else may be waiting
+            raise
+        with self._lock:
+            if path not in self._store and self._bytes + len(answer.body) <= MAX_BYTES:
+                self._store[path] = answer
+                self._bytes += len(answer.body)
+            self._pending.pop(path, None)
+        pending.set_result(answer)
+        return answer
+
+    @staticmethod
+    async def _send(send: Send, answer: Compressed) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": list(answer.headers)})
+        await send({"type": "http.response.body", "body": answer.body, "more_body": False})
