@@ -19,6 +19,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
+from streamlit.logger import get_logger
+
+log = get_logger(__name__)
+
 PREFIX = "/static/"
 COMPRESSIBLE = ("javascript", "text/css", "image/svg+xml", "application/json")  # fonts and images are compressed
 LEVEL = 6  # gzip's default: within 3% of level 9's size here, at a third of its time
@@ -132,7 +136,13 @@ class CompressedStatic:
             for message in messages:
                 await send(message)
             return
-        answer = await self._compressed_once(path, start, body)
+        try:
+            answer = await self._compressed_once(path, start, body)
+        except Exception:  # noqa: BLE001 - never a failed download: the file goes as Streamlit served it
+            log.exception("compressing %s failed; sent uncompressed", path)
+            for message in messages:
+                await send(message)
+            return
         await self._send(send, answer)
 
     @staticmethod
@@ -146,33 +156,30 @@ class CompressedStatic:
         return messages[0], b"".join(m.get("body", b"") for m in bodies)
 
     async def _compressed_once(self, path: str, start: Message, body: bytes) -> Compressed:
-        """Compress `path`'s answer in a worker thread; requests that arrive meanwhile wait for the same result."""
+        """Compress `path`'s answer in a worker thread; requests that arrive meanwhile wait for the same result.
+        The compression is nobody's own: a student who leaves while it runs cancels only their own wait."""
         loop = asyncio.get_running_loop()
         with self._lock:
             if path in self._store:  # finished while Streamlit served this request
                 return self._store[path]
             pending = self._pending.get(path)
-            owner = pending is None or pending.get_loop() is not loop
-            if owner:
-                pending = loop.create_future()
+            if pending is None or pending.get_loop() is not loop:
+                pending = loop.run_in_executor(None, compress, start, body)  # zlib lets go of the interpreter lock
                 self._pending[path] = pending
-        if not owner:
-            return await asyncio.shield(pending)
-        try:
-            answer = await loop.run_in_executor(None, compress, start, body)  # zlib lets go of the interpreter lock
-        except BaseException as error:
-            with self._lock:
-                self._pending.pop(path, None)
-            pending.set_exception(error)
-            pending.exception()  # retrieved: nobody else may be waiting
-            raise
+                pending.add_done_callback(lambda done: self._keep(path, done))
+        return await asyncio.shield(pending)
+
+    def _keep(self, path: str, done: asyncio.Future) -> None:
+        """When a compression ends: keep its answer if the store has room, and let the next miss start afresh."""
         with self._lock:
+            if self._pending.get(path) is done:
+                del self._pending[path]
+            if done.cancelled() or done.exception() is not None:
+                return
+            answer = done.result()
             if path not in self._store and self._bytes + len(answer.body) <= MAX_BYTES:
                 self._store[path] = answer
                 self._bytes += len(answer.body)
-            self._pending.pop(path, None)
-        pending.set_result(answer)
-        return answer
 
     @staticmethod
     async def _send(send: Send, answer: Compressed) -> None:

@@ -108,6 +108,56 @@ def test_concurrent_first_requests_compress_the_file_once(monkeypatch):
     assert len(compressions) == 1, f"{len(compressions)} compressions for one file"
 
 
+def test_a_student_who_leaves_mid_compression_cancels_only_their_own_download(monkeypatch):
+    import time
+
+    compressions = []
+    real = cs.compress
+
+    def slow(start, body):
+        compressions.append(1)
+        time.sleep(0.3)
+        return real(start, body)
+
+    monkeypatch.setattr(cs, "compress", slow)
+    app = cs.CompressedStatic(FakeStatic())
+
+    async def download(sent):
+        async def receive():
+            return {"type": "http.request"}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(request(accept_encoding="gzip"), receive, send)
+
+    async def one_leaves():
+        first, second = [], []
+        leaving = asyncio.create_task(download(first))
+        await asyncio.sleep(0.1)  # the first request is waiting for its compression
+        staying = asyncio.create_task(download(second))
+        await asyncio.sleep(0.05)
+        leaving.cancel()
+        await staying
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+        return first, second
+
+    first, second = run(one_leaves())
+    assert first == [] and gzip.decompress(b"".join(m.get("body", b"") for m in second[1:])) == JS
+    assert len(compressions) == 1 and app.stored_bytes > 0  # the one compression finished and was kept
+
+
+def test_a_failed_compression_sends_the_file_as_streamlit_served_it(monkeypatch):
+    def broken(start, body):
+        raise RuntimeError("zlib failed")
+
+    monkeypatch.setattr(cs, "compress", broken)
+    app = cs.CompressedStatic(FakeStatic())
+    status, headers, body, _ = fetch(app, request(accept_encoding="gzip"))
+    assert status == 200 and body == JS and "content-encoding" not in headers and app.stored_bytes == 0
+
+
 @pytest.mark.parametrize("scope", [
     request(),  # no Accept-Encoding
     request(accept_encoding="br, deflate"),
