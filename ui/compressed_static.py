@@ -69,9 +69,15 @@ def accepts_gzip(headers) -> bool:
     return star
 
 
-def eligible_request(scope) -> bool:
-    """A plain GET for a file under /static/ from a browser that takes gzip (not a range nor a revalidation)."""
-    if scope.get("type") != "http" or scope.get("method") != "GET" or not scope.get("path", "").startswith(PREFIX):
+def static_prefix(base_url_path: str = "") -> str:
+    """Where Streamlit serves its frontend: /static/, under `server.baseUrlPath` when one is set."""
+    base = base_url_path.strip("/")
+    return f"/{base}{PREFIX}" if base else PREFIX
+
+
+def eligible_request(scope, prefix: str = PREFIX) -> bool:
+    """A plain GET for a file under `prefix` from a browser that takes gzip (not a range nor a revalidation)."""
+    if scope.get("type") != "http" or scope.get("method") != "GET" or not scope.get("path", "").startswith(prefix):
         return False
     headers = scope.get("headers", [])
     if any(_header(headers, name) is not None for name in (b"range", b"if-none-match", b"if-modified-since")):
@@ -104,8 +110,14 @@ def compress(start: Message, body: bytes) -> Compressed:
 class CompressedStatic:
     """ASGI middleware: /static/ files compressed once per path and then answered from memory (module docstring)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, base_url_path: Optional[str] = None) -> None:
+        """`base_url_path`: Streamlit's `server.baseUrlPath` (read from its config when not given)."""
+        if base_url_path is None:
+            from streamlit import config
+
+            base_url_path = config.get_option("server.baseUrlPath") or ""
         self.app = app
+        self.prefix = static_prefix(base_url_path)
         self._store: dict[str, Compressed] = {}
         self._pending: dict[str, asyncio.Future] = {}
         self._bytes = 0
@@ -116,7 +128,7 @@ class CompressedStatic:
         return self._bytes
 
     async def __call__(self, scope, receive, send: Send) -> None:
-        if not eligible_request(scope):
+        if not eligible_request(scope, self.prefix):
             await self.app(scope, receive, send)
             return
         path = scope["path"]

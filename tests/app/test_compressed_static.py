@@ -211,6 +211,17 @@ def test_the_store_is_capped_and_keyed_by_path(monkeypatch):
     assert app.stored_bytes == one_file and inner.calls == 3  # but not kept: the cap holds
 
 
+def test_under_a_base_url_path_the_files_under_it_are_compressed():
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner, base_url_path="/glassbox/")
+    assert app.prefix == "/glassbox/static/"
+    _, headers, body, _ = fetch(app, request("/glassbox/static/js/index.abc.js", accept_encoding="gzip"))
+    assert headers["content-encoding"] == "gzip" and gzip.decompress(body) == JS
+    _, headers, body, _ = fetch(app, request("/static/js/index.abc.js", accept_encoding="gzip"))
+    assert "content-encoding" not in headers and body == JS  # not where this server keeps its files
+    assert cs.CompressedStatic(inner).prefix == "/static/"  # no base URL set in this process's config
+
+
 @pytest.mark.parametrize("header, takes", [
     ("gzip, deflate, br, zstd", True), ("GZIP", True), ("br", False), ("", False), ("gzip;q=0", False),
     ("gzip; q=0.5", True), ("*", True), ("*;q=0", False), ("gzip;q=0, *", False), ("br, *;q=0.1", True),
