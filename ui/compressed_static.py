@@ -134,6 +134,12 @@ class CompressedStatic:
         path = scope["path"]
         with self._lock:
             hit = self._store.get(path)
+            pending = self._pending.get(path)
+        if hit is None and pending is not None and pending.get_loop() is asyncio.get_running_loop():
+            try:  # being compressed for another student: no need to read the file again
+                hit = await asyncio.shield(pending)
+            except Exception:  # noqa: BLE001 - that compression failed: serve this request as below
+                hit = None
         if hit is not None:
             await self._send(send, hit)
             return

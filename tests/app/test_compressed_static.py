@@ -148,6 +148,36 @@ def test_a_student_who_leaves_mid_compression_cancels_only_their_own_download(mo
     assert len(compressions) == 1 and app.stored_bytes > 0  # the one compression finished and was kept
 
 
+def test_a_request_that_arrives_during_the_compression_waits_for_it_without_reading_the_file(monkeypatch):
+    import time
+
+    real = cs.compress
+    monkeypatch.setattr(cs, "compress", lambda start, body: time.sleep(0.3) or real(start, body))
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+
+    async def download(sent):
+        async def receive():
+            return {"type": "http.request"}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(request(accept_encoding="gzip"), receive, send)
+
+    async def two_students():
+        first, second = [], []
+        task = asyncio.create_task(download(first))
+        await asyncio.sleep(0.1)  # the first is being compressed
+        await download(second)
+        await task
+        return first, second
+
+    first, second = run(two_students())
+    assert inner.calls == 1  # Streamlit served the file once
+    assert [m.get("body") for m in first] == [m.get("body") for m in second]
+
+
 def test_a_failed_compression_sends_the_file_as_streamlit_served_it(monkeypatch):
     def broken(start, body):
         raise RuntimeError("zlib failed")
