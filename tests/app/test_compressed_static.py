@@ -51,17 +51,21 @@ def request(path="/static/js/index.abc.js", method="GET", **headers):
     return {"type": "http", "method": method, "path": path, "headers": encoded}
 
 
-def fetch(app, scope):
-    """Run one request; returns (status, headers as a dict, body, message types)."""
-    sent = []
-
+async def download(app, sent: list, scope=None) -> None:
+    """One request through `app`, its answer's messages appended to `sent` (for tests that interleave requests)."""
     async def receive():
         return {"type": "http.request", "body": b"", "more_body": False}
 
     async def send(message):
         sent.append(message)
 
-    run(app(scope, receive, send))
+    await app(scope or request(accept_encoding="gzip"), receive, send)
+
+
+def fetch(app, scope):
+    """Run one request; returns (status, headers as a dict, body, message types)."""
+    sent = []
+    run(download(app, sent, scope))
     start = sent[0]
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body, [m["type"] for m in sent]
@@ -90,14 +94,7 @@ def test_concurrent_first_requests_compress_the_file_once(monkeypatch):
 
     async def one():
         sent = []
-
-        async def receive():
-            return {"type": "http.request"}
-
-        async def send(message):
-            sent.append(message)
-
-        await app(request(accept_encoding="gzip"), receive, send)
+        await download(app, sent)
         answers.append(b"".join(m.get("body", b"") for m in sent[1:]))
 
     async def class_arrives():
@@ -122,20 +119,11 @@ def test_a_student_who_leaves_mid_compression_cancels_only_their_own_download(mo
     monkeypatch.setattr(cs, "compress", slow)
     app = cs.CompressedStatic(FakeStatic())
 
-    async def download(sent):
-        async def receive():
-            return {"type": "http.request"}
-
-        async def send(message):
-            sent.append(message)
-
-        await app(request(accept_encoding="gzip"), receive, send)
-
     async def one_leaves():
         first, second = [], []
-        leaving = asyncio.create_task(download(first))
+        leaving = asyncio.create_task(download(app, first))
         await asyncio.sleep(0.1)  # the first request is waiting for its compression
-        staying = asyncio.create_task(download(second))
+        staying = asyncio.create_task(download(app, second))
         await asyncio.sleep(0.05)
         leaving.cancel()
         await staying
@@ -156,20 +144,11 @@ def test_a_request_that_arrives_during_the_compression_waits_for_it_without_read
     inner = FakeStatic()
     app = cs.CompressedStatic(inner)
 
-    async def download(sent):
-        async def receive():
-            return {"type": "http.request"}
-
-        async def send(message):
-            sent.append(message)
-
-        await app(request(accept_encoding="gzip"), receive, send)
-
     async def two_students():
         first, second = [], []
-        task = asyncio.create_task(download(first))
+        task = asyncio.create_task(download(app, first))
         await asyncio.sleep(0.1)  # the first is being compressed
-        await download(second)
+        await download(app, second)
         await task
         return first, second
 
