@@ -6,7 +6,7 @@ that thread to be asked to let go, which CPython does only after the switch inte
 default). 150 tiny torch calls (the Masks page's leak table) took 0.4 ms alone, 0.28 s beside one
 busy Python thread and 3.4 s beside two; at 1 ms, 42 ms beside one (bench/gil_convoy.py). A shorter
 interval bounds that wait at little cost to the threads that only run Python, so the server sets it
-once, at app.py's first run, as it sets torch's thread count.
+once, with torch's thread count (ui/process.py: as the server starts, or at app.py's first run).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ idle trimmer (ui.allocator) finds the server quiet with no tab connected, the se
 (created exclusively, so only one server of the cluster restarts at a time and the others keep
 serving) and stops itself with SIGTERM, Streamlit's own clean shutdown; the supervisor starts a new
 process on the same port and removes the marker once it answers its health check. nginx sends the
-connections that arrive meanwhile to the other servers. A single server (`streamlit run app.py`) never
+connections that arrive meanwhile to the other servers. A single server (`streamlit run serve.py`) never
 recycles: nobody would be listening while it restarts.
 """
 
