@@ -206,8 +206,16 @@ def main() -> None:
                         help="the script to serve: serve.py (warm-up from the server's start) or app.py (from the first visit)")
     args = parser.parse_args()
     root = args.root.resolve()
-    network = tuple(float(x) for x in args.network.split(",")) if args.network else None
+    try:
+        network = tuple(float(x) for x in args.network.split(",")) if args.network else None
+    except ValueError:
+        parser.error(f"--network takes MBIT,MS (two numbers), not {args.network!r}")
+    if network is not None and (len(network) != 2 or network[0] <= 0 or network[1] < 0):
+        parser.error(f"--network takes MBIT,MS: megabits per second above 0, latency of 0 ms or more, not {args.network!r}")
+    if any("=" not in item for item in args.server_env):
+        parser.error("--server-env takes KEY=VALUE")
     server_env = dict(item.split("=", 1) for item in args.server_env)
+    entry = args.entry if (root / args.entry).exists() else "app.py"  # a checkout from before serve.py (--root)
     pages = page_list(root, set(args.pages.split(",")) if args.pages else None)
     exe = shutil.which("chromium")
     if exe is None:
@@ -215,7 +223,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     port = free_port()
-    server = start_server(root, port, args.entry, server_env)
+    server = start_server(root, port, entry, server_env)
     cold, warm = {}, {}
     try:
         time.sleep(args.wait)
@@ -239,7 +247,7 @@ def main() -> None:
             browser.close()
     finally:
         stop_server(server)
-    print(f"first visits to {root.name}/{args.entry if (root / args.entry).exists() else 'app.py'} "
+    print(f"first visits to {root.name}/{entry} "
           f"{' '.join(args.server_env)}{' network ' + args.network if network else ''} "
           f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
           f"seconds to the last element drawn; target <= {TARGET_S:g} s")

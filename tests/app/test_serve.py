@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 LIFESPAN = """
-import asyncio, json, threading, time
+import asyncio, json, threading
 import serve
 from ui import process, warmup
 
@@ -22,10 +22,9 @@ warmup.start = lambda: calls.append(("start", threading.current_thread().name)) 
 
 async def main():
     async with serve.lifespan(serve.app):
-        entered = time.perf_counter()
-    return time.perf_counter() - entered
+        pass
 
-held = asyncio.run(main())
+asyncio.run(main())
 for thread in threading.enumerate():
     if thread.name == "glassbox-start":
         thread.join(30)

@@ -58,7 +58,6 @@ def test_serve_warms_up_at_start_and_app_at_the_first_visit(page, tmp_path):
         assert "Traceback" not in text, text[-3000:]
 
 
-
 def static_scripts(url: str) -> list[str]:
     """The /static/ script paths that the app's HTML page loads."""
     with urllib.request.urlopen(url + "/", timeout=10) as r:
