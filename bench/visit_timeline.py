@@ -79,8 +79,7 @@ def phases(read: dict) -> dict[str, float]:
     title = next((r["t"] for r in log if r["title"] > 0), None)
     ran = [i for i, r in enumerate(log) if r["state"] == "running"]
     ended = next((r["t"] for r in log[ran[0]:] if r["state"] == "notRunning"), None) if ran else None
-    done = [r["t"] for r in log if is_done(r)]
-    last = log[-1]["t"] if done else None
+    last = log[-1]["t"] if log and is_done(log[-1]) else None  # not finished (timed out): no last change
     ms = {"shell": read["shell"], "socket": read["socket"], "title shown": title, "run ended": ended,
           "Plotly code": read["plotly"], "last change": last}
     return {name: (value / 1000 if value is not None else float("nan")) for name, value in ms.items()}

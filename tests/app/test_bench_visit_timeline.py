@@ -22,12 +22,12 @@ def test_phases_read_each_moment_from_the_records():
                      "Plotly code": 1.3, "last change": 2.6}
 
 
-def test_a_page_that_never_finished_has_no_last_change():
-    log = [record(600, "initial"), record(900, "running", title=1, charts=1)]
+def test_a_page_that_did_not_finish_has_no_last_change_even_after_a_finished_moment():
+    log = [record(600, "initial"), record(700, "notRunning", title=1), record(900, "running", title=1, charts=1)]
     times = phases({"log": log, "socket": None, "shell": 640.0, "plotly": None})
     assert math.isnan(times["last change"]) and math.isnan(times["run ended"])
     assert math.isnan(times["socket"]) and math.isnan(times["Plotly code"])
-    assert times["title shown"] == 0.9
+    assert times["title shown"] == 0.7
 
 
 def test_js_by_file_counts_samples_up_to_the_last_change_only():
