@@ -41,16 +41,19 @@ from bench.first_visit import CHROMIUM_ARGS, is_done, page_list, start_server, s
 from deploy.cluster import free_port  # noqa: E402
 
 DEFAULT_PAGES = "home,attention,positions,masks,train"
-# Installed before the page's own scripts: one record {t, state, blocks, charts, drawn, busy} per change of
-# the page, in window.__timeline; and the moment the websocket to /_stcore/stream opened.
+# Installed before the page's own scripts: one record {t, state, nodes, charts, drawn, busy, title} per
+# change of the page (the elements under the main area counted, as bench/first_visit.py does, so that a chart
+# still drawing counts as a change), in window.__timeline; and the moment the websocket opened.
 RECORDER_JS = """(() => {
   const log = window.__timeline = [];
   const q = (s) => document.querySelectorAll(s).length;
   let last = '';
   const record = () => {
     const app = document.querySelector("[data-testid='stApp']");
+    const main = document.querySelector("[data-testid='stMain']");
     const snap = {state: app ? app.getAttribute('data-test-script-state') : null,
-      blocks: q("[data-testid='stElementContainer']"), charts: q("[data-testid='stPlotlyChart']"),
+      nodes: main ? main.querySelectorAll('*').length : 0,
+      charts: q("[data-testid='stPlotlyChart']"),
       drawn: q("[data-testid='stPlotlyChart'] .js-plotly-plot .main-svg"),
       busy: q("[data-testid='stSpinner']") + q("[data-testid='stSkeleton']"),
       title: q("[data-testid='stMain'] h1")};

@@ -8,8 +8,8 @@ import math
 from bench.visit_timeline import js_by_file, phases
 
 
-def record(t, state, title=0, charts=0, drawn=0, busy=0, blocks=1):
-    return {"t": t, "state": state, "blocks": blocks, "charts": charts, "drawn": drawn, "busy": busy, "title": title}
+def record(t, state, title=0, charts=0, drawn=0, busy=0, nodes=10):
+    return {"t": t, "state": state, "nodes": nodes, "charts": charts, "drawn": drawn, "busy": busy, "title": title}
 
 
 def test_phases_read_each_moment_from_the_records():
