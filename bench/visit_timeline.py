@@ -73,6 +73,7 @@ RECORDER_JS = """(() => {
 READ_JS = """() => ({now: performance.now(), log: window.__timeline || [], socket: window.__socketOpen || null,
   shell: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
   plotly: (performance.getEntriesByType('resource').find(e => e.name.includes('/PlotlyChart.')) || {}).responseEnd || null})"""
+LATEST_JS = "() => { const log = window.__timeline || []; return [log.length, log[log.length - 1]]; }"
 PHASES = ("shell", "socket", "title shown", "run ended", "Plotly code", "last change")
 
 
@@ -91,11 +92,11 @@ def phases(read: dict) -> dict[str, float]:
 def settle(page, settle_s: float, timeout: float) -> None:
     """Wait until the page is finished and its records have not changed for `settle_s` seconds."""
     t0, count, since = time.perf_counter(), -1, time.perf_counter()
-    while time.perf_counter() - t0 < timeout:
-        log = page.evaluate("() => window.__timeline || []")
-        if len(log) != count:
-            count, since = len(log), time.perf_counter()
-        elif log and is_done(log[-1]) and time.perf_counter() - since >= settle_s:
+    while time.perf_counter() - t0 < timeout:  # only the count and the last record: a light poll
+        now_count, latest = page.evaluate(LATEST_JS)
+        if now_count != count:
+            count, since = now_count, time.perf_counter()
+        elif latest and is_done(latest) and time.perf_counter() - since >= settle_s:
             return
         page.wait_for_timeout(50)
 
