@@ -8,8 +8,8 @@ into what a student waits for, one after the other, each timed in the page itsel
 from the request): the page shell (its HTML, scripts and style sheets until DOMContentLoaded), the
 websocket to the server opened, the page's title shown, the script's run ended on the
 server (the app's state leaves "running"), and the last chart drawn (the last change of the page, as
-first_visit counts it). A MutationObserver installed before the page's own scripts records the state,
-the number of elements, charts and drawn charts at every change, so a long stretch of the browser's
+first_visit counts it). A MutationObserver installed before the page's own scripts records
+first_visit's snapshot of the page at every change, so a long stretch of the browser's
 own work shows as a gap between two records rather than a missed poll.
 
 `--profile` also samples the tab's JavaScript (Chrome's CPU profiler, 1 ms) and prints the busy time by
@@ -37,26 +37,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.first_visit import CHROMIUM_ARGS, is_done, page_list, start_server, stop_server  # noqa: E402
+from bench.first_visit import CHROMIUM_ARGS, SNAPSHOT_JS, is_done, page_list, start_server, stop_server  # noqa: E402
 from deploy.cluster import free_port  # noqa: E402
 
 DEFAULT_PAGES = "home,attention,positions,masks,train"
-# Installed before the page's own scripts: one record {t, state, nodes, charts, drawn, busy, title} per
-# change of the page (the elements under the main area counted, as bench/first_visit.py does, so that a chart
-# still drawing counts as a change), in window.__timeline; and the moment the websocket opened.
+# Installed before the page's own scripts: at every change of the page, first_visit's snapshot of it (the same
+# definition of a change: the elements under the main area counted, so a chart still drawing is one) with its
+# time, in window.__timeline; and the moment the websocket opened. The recorder's own work runs in the tab it
+# measures; its last change came out as first_visit's within the noise (Positions 4.11-4.28 s / 4.2-4.4 s).
 RECORDER_JS = """(() => {
+  const snapshot = %s;
   const log = window.__timeline = [];
-  const q = (s) => document.querySelectorAll(s).length;
   let last = '';
   const record = () => {
-    const app = document.querySelector("[data-testid='stApp']");
-    const main = document.querySelector("[data-testid='stMain']");
-    const snap = {state: app ? app.getAttribute('data-test-script-state') : null,
-      nodes: main ? main.querySelectorAll('*').length : 0,
-      charts: q("[data-testid='stPlotlyChart']"),
-      drawn: q("[data-testid='stPlotlyChart'] .js-plotly-plot .main-svg"),
-      busy: q("[data-testid='stSpinner']") + q("[data-testid='stSkeleton']"),
-      title: q("[data-testid='stMain'] h1")};
+    const snap = snapshot();
     const key = JSON.stringify(snap);
     if (key !== last) { last = key; log.push(Object.assign({t: performance.now()}, snap)); }
   };
@@ -69,7 +63,7 @@ RECORDER_JS = """(() => {
   };
   window.WebSocket.prototype = Socket.prototype;
   Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
-})();"""
+})();""" % SNAPSHOT_JS
 READ_JS = """() => ({now: performance.now(), log: window.__timeline || [], socket: window.__socketOpen || null,
   shell: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
   plotly: (performance.getEntriesByType('resource').find(e => e.name.includes('/PlotlyChart.')) || {}).responseEnd || null})"""
