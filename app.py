@@ -1,6 +1,6 @@
 """Transformer Glassbox: the Streamlit entry point. Page config, navigation over pages/, the warm-up.
 
-The page list lives in ui/nav.py (the home page draws its map from the same list). A page whose
+The page list lives in ui/shell/nav.py (the home page draws its map from the same list). A page whose
 file is missing is left out of the menu instead of breaking every page; tests/app/test_shell.py
 fails until every listed page exists.
 """
@@ -9,17 +9,21 @@ import os
 
 import streamlit as st
 
-from ui import _under_apptest, activity, allocator, lessons_bar, offscreen, preload, process, recycle, warmup
-from ui.nav import sections
+from ui import under_apptest
 
-process.set_up()  # one torch thread, a short switch interval, malloc settings (ui/process.py)
-if not _under_apptest():
+from ui.shell import activity, lessons_bar, offscreen, preload
+
+from ui.server import allocator, process, recycle, warmup
+from ui.shell.nav import sections
+
+process.set_up()  # one torch thread, a short switch interval, malloc settings (ui/server/process.py)
+if not under_apptest():
     # once per process: when idle, memory back to the system; when the class has left, what it computed too
-    # (behind deploy/cluster.py --recycle-idle: the server asks the cluster for a fresh process instead, ui/recycle.py)
+    # (behind deploy/cluster.py --recycle-idle: the server asks the cluster for a fresh process instead, ui/server/recycle.py)
     allocator.start_trimmer(activity.last_run, before_trim=lambda: recycle.recycle_if_idle(activity.connected_sessions)
                             if recycle.enabled() else warmup.start_afresh(activity.connected_sessions))
-warmup.start()  # once per process: models and default measurements, off the request path (ui/warmup.py)
-activity.touch()  # this session is using the server (training shares it while others do: ui/train_runs.py)
+warmup.start()  # once per process: models and default measurements, off the request path (ui/server/warmup.py)
+activity.touch()  # this session is using the server (training shares it while others do: ui/train/runs.py)
 
 st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide",
                    initial_sidebar_state="collapsed" if lessons_bar.presenting() else "auto")  # ?present=1
@@ -33,7 +37,7 @@ PAGES = {
     for section, pages in sections().items()
 }
 
-offscreen.skip_offscreen_blocks()  # long pages: the browser skips blocks out of sight (ui/offscreen.py)
+offscreen.skip_offscreen_blocks()  # long pages: the browser skips blocks out of sight (ui/shell/offscreen.py)
 if os.environ.get("GLASSBOX_PRELOAD", "1") != "0":
-    preload.preload_element_code()  # chart, table and control code fetched while a student reads (ui/preload.py)
+    preload.preload_element_code()  # chart, table and control code fetched while a student reads (ui/shell/preload.py)
 st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()

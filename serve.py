@@ -2,15 +2,15 @@
 
 `streamlit run app.py` serves the same app, but Streamlit runs nothing of it until the first browser
 connects, so that visitor waited for the torch import, the app's modules and the first model load, and
-the warm-up (ui/warmup.py: the bundled models, every page's imports, the default measurements) began
+the warm-up (ui/server/warmup.py: the bundled models, every page's imports, the default measurements) began
 only then. Here app.py is wrapped in Streamlit's ASGI app (`st.App`, which `streamlit run` finds in
 this file), whose lifespan starts one thread as the server starts: the process settings app.py makes
-(ui/process.py), then the warm-up. The server answers its health check at once; a visitor who arrives
+(ui/server/process.py), then the warm-up. The server answers its health check at once; a visitor who arrives
 while the thread is still working waits only for what is left. Every `streamlit run` option applies
 as with app.py (`--server.port`, `--server.address`, .streamlit/config.toml).
 
 It also sends Streamlit's frontend code gzip-compressed, each file compressed once per process
-(ui/compressed_static.py): a first visit downloads about a third of the bytes. GLASSBOX_COMPRESS_STATIC=0
+(ui/server/compressed_static.py): a first visit downloads about a third of the bytes. GLASSBOX_COMPRESS_STATIC=0
 switches that off.
 """
 
@@ -23,12 +23,12 @@ from contextlib import asynccontextmanager
 import streamlit as st
 from starlette.middleware import Middleware
 
-from ui.compressed_static import CompressedStatic
+from ui.server.compressed_static import CompressedStatic
 
 
 def warm_up() -> None:
     """What app.py's first run would start: the process settings, then the warm-up thread."""
-    from ui import process, warmup
+    from ui.server import process, warmup
 
     process.set_up()
     warmup.start()

@@ -81,7 +81,7 @@ COMPILE_ERROR = ForwardMsg.FINISHED_WITH_COMPILE_ERROR
 MAIN, SIDEBAR = 0, 1  # RootContainer: the first index of a delta_path
 MAX_CACHED_MESSAGE_AGE = 2  # the frontend's default (global.maxCachedMessageAge)
 UPSTREAM_HEADER = "X-Glassbox-Upstream"  # which server answered, behind deploy/cluster.py's nginx
-TRAIN_BUTTON = "train.go"  # the key of the Train page's Train button (ui/train_view.py)
+TRAIN_BUTTON = "train.go"  # the key of the Train page's Train button (ui/train/view.py)
 TRAIN_STEPS = "100"  # trainers' URL setting: a short run
 
 # Pages in the order a student meets them (url paths; "" is Home), and per page the URL states a
@@ -1116,7 +1116,7 @@ def warm_up(url: str, timeout: float) -> float:
 
 
 def settle(pids: list[int], limit: float, idle_share: float = 0.1, quiet_for: float = 2.0) -> Optional[float]:
-    """Wait until the servers have finished their start-up warm-up (ui.warmup): their CPU stays under
+    """Wait until the servers have finished their start-up warm-up (ui.server.warmup): their CPU stays under
     `idle_share` of a core for `quiet_for` seconds. Returns the seconds waited, or None after `limit`."""
     t0 = time.perf_counter()
     last, quiet_since = procs_sample(pids), time.perf_counter()

@@ -1,6 +1,6 @@
 """How long each page takes to appear in a real browser: the first visit after a server start, and the next.
 
-    python bench/first_visit.py                     # every page in ui/nav.py, one table
+    python bench/first_visit.py                     # every page in ui/shell/nav.py, one table
     python bench/first_visit.py --root /tmp/base    # the same bench against another checkout
     python bench/first_visit.py --pages masks,depth
     python bench/first_visit.py --same-browser      # every tab in one browser that has the app's scripts cached
@@ -170,9 +170,9 @@ def navigate(browser, home_url: str, pages, settle: float, timeout: float, pause
 
 
 def page_list(root: Path, only: set[str] | None) -> list[tuple[str, str]]:
-    """(title, url_path) of every page of `root`'s ui/nav.py whose file exists."""
+    """(title, url_path) of every page of `root`'s ui/shell/nav.py whose file exists."""
     sys.path.insert(0, str(root))
-    from ui.nav import PAGES
+    from ui.shell.nav import PAGES
 
     return [(p.title, p.url_path) for p in PAGES
             if p.exists and (only is None or (p.url_path or "home") in only)]

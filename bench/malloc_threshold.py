@@ -1,8 +1,8 @@
 """What a fixed mmap threshold costs in speed: the same work in fresh processes, with glibc's default
-(a threshold that rises with the blocks a program frees) and with ui.allocator's fixed one.
+(a threshold that rises with the blocks a program frees) and with ui.server.allocator's fixed one.
 
 A fixed threshold gives every block of 128 KiB or more its own mapping, returned to the system the
-moment it is freed: that keeps the heap from filling with the freed buffers of a class (README,
+moment it is freed: that keeps the heap from filling with the freed buffers of a class (docs/classroom-benchmark.md,
 "Memory"), but each such block costs a fresh mapping and its page faults. Three workloads, timed in
 child processes that alternate between the two settings so a change in the machine's load touches
 both alike:
@@ -38,7 +38,7 @@ def child() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from ui import allocator
+    from ui.server import allocator
 
     allocator.cap_arenas()
     threshold = int(os.environ.get("GLASSBOX_BENCH_THRESHOLD", "0"))
@@ -78,9 +78,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--thresholds", default="",
-                        help="fixed thresholds to compare, in KiB, comma-separated (default: ui.allocator's)")
+                        help="fixed thresholds to compare, in KiB, comma-separated (default: ui.server.allocator's)")
     args = parser.parse_args()
-    from_ui = __import__("ui.allocator", fromlist=["MMAP_THRESHOLD"]).MMAP_THRESHOLD // 1024
+    from_ui = __import__("ui.server.allocator", fromlist=["MMAP_THRESHOLD"]).MMAP_THRESHOLD // 1024
     fixed = [int(k) for k in args.thresholds.split(",") if k.strip()] or [from_ui]
     settings = {"default": 0, **{f"fixed {k} KiB": k * 1024 for k in fixed}}
     results: dict[str, dict[str, list[float]]] = {name: {} for name in settings}

@@ -1,4 +1,4 @@
-"""What skipping blocks out of sight (ui/offscreen.py) saves when a page opens in chromium: the rule
+"""What skipping blocks out of sight (ui/shell/offscreen.py) saves when a page opens in chromium: the rule
 on against the same rule switched off in the browser, in turns on one server, one table.
 
     python bench/offscreen.py                              # the long pages, reached from the sidebar
@@ -29,7 +29,7 @@ from first_visit import (CHROMIUM_ARGS, ROOT, start_server, stop_server, time_cl
 
 from deploy.cluster import free_port  # noqa: E402
 
-from ui.offscreen import RULE_OFF  # noqa: E402
+from ui.shell.offscreen import RULE_OFF  # noqa: E402
 
 SET_STYLE = """(css) => { let s = document.getElementById('bench-offscreen');
   if (s) s.remove(); s = document.createElement('style'); s.id = 'bench-offscreen'; s.textContent = css;

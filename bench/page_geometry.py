@@ -7,7 +7,7 @@ must not move anything a student sees.
     python bench/page_geometry.py --extra "attention?view=scale" --out before.json   # and a page at a URL state
 
 Starts `streamlit run serve.py` (as bench/first_visit.py does), opens each page in a 1400x1000 window with
-the skipping rule of ui/offscreen.py switched off (so every block is laid out), waits until the page is
+the skipping rule of ui/shell/offscreen.py switched off (so every block is laid out), waits until the page is
 finished, and records every element of the main area: what it is (its Streamlit test id), its text (the
 first 60 characters), its position and size in whole pixels, and the page's height. `--compare` lists
 every element whose kind, text, position or size differs, and any difference in the number of elements
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from first_visit import CHROMIUM_ARGS, free_port, page_list, start_server, stop_server, wait_settled  # noqa: E402
-from ui.offscreen import RULE_OFF  # noqa: E402
+from ui.shell.offscreen import RULE_OFF  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

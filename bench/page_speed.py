@@ -1,6 +1,6 @@
 """How fast each page reruns, next to a floor measured in the same run; and heatmap payload sizes.
 
-For every page in ui/nav.py (that exists), time repeated AppTest reruns at default settings and
+For every page in ui/shell/nav.py (that exists), time repeated AppTest reruns at default settings and
 print the median, two ways:
 - alone: the page file run by itself, like the floor (the page's own script: sidebar, controls,
   figures). This is the number the 1.5x target is about.
@@ -52,7 +52,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from core.checkpoints import read_manifest  # noqa: E402
 from core.figures.heatmaps import attention_heatmap  # noqa: E402
 from tests.app.fragments import fragment_id, graft, scoped_to, widget  # noqa: E402
-from ui.nav import PAGES, sections  # noqa: E402
+from ui.shell.nav import PAGES, sections  # noqa: E402
 
 TIMEOUT = 120
 FLOOR = """
@@ -290,7 +290,7 @@ import json
 import plotly.io as pio
 import streamlit as st
 
-from ui.figures import ShippedFigure  # serialised once, as the pages' cached figures are
+from ui.shell.figures import ShippedFigure  # serialised once, as the pages' cached figures are
 
 
 @st.cache_resource
@@ -320,7 +320,7 @@ def chart_specs(at: AppTest, keys: Optional[tuple]) -> list[str]:
 
 
 def figures_floor(specs: list[str]) -> AppTest:
-    """A bare page that draws these figures, built and serialised once per process (ui.figures.ShippedFigure),
+    """A bare page that draws these figures, built and serialised once per process (ui.shell.figures.ShippedFigure),
     as the pages' cached figures are: what is left is Streamlit's own per-chart work."""
     folder = Path(tempfile.mkdtemp(prefix="glassbox-section-floor-"))
     _FOLDERS.append(folder)
@@ -360,7 +360,7 @@ def click_times(at: AppTest, s: Section, repeats: int, page) -> tuple[list[float
             walls.append(wall)
             scripts.append(clock.total)
     return walls, scripts, fragment is not None or not at.title  # a control outside every fragment may rerun
-    # only the fragments that read it (ui.params.rerun_only): then the title is not drawn again either
+    # only the fragments that read it (ui.shell.sections.rerun_readers): then the title is not drawn again either
 
 
 def floor_times(at: AppTest, repeats: int) -> tuple[list[float], list[float]]:

@@ -160,7 +160,7 @@ def main() -> None:
     root = args.root.resolve()
     pages = page_list(root, set(args.pages.split(",")))
     if not pages:
-        parser.error(f"no page of {root.name}'s ui/nav.py matches {args.pages!r}")
+        parser.error(f"no page of {root.name}'s ui/shell/nav.py matches {args.pages!r}")
     exe = shutil.which("chromium")
     if exe is None:
         raise SystemExit("Debian chromium is not installed: apt-get install -y chromium")
@@ -204,7 +204,7 @@ def main() -> None:
                   + f"{busy / visit_ms:14.0%}")
     print("shell: DOMContentLoaded; socket: the websocket to the server open; title shown: the page's title drawn; "
           "run ended: the script's state left running; Plotly code: its chunk downloaded (a page without charts "
-          "fetches it once its run has ended, ui/preload.py); last change: the page finished, as "
+          "fetches it once its run has ended, ui/shell/preload.py); last change: the page finished, as "
           "bench/first_visit.py counts it")
 
 if __name__ == "__main__":

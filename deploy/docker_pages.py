@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import CHROMIUM_ARGS, assert_no_exception, open_page  # noqa: E402
-from ui.nav import sections  # noqa: E402
+from ui.shell.nav import sections  # noqa: E402
 
 SHOTS = ROOT / "test-artifacts" / "docker"
 

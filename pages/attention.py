@@ -1,15 +1,15 @@
 """Attention: every head at a glance, one head up close, and one query taken apart to the arithmetic.
 
-Thin page: the sidebar's model and input, the idea, then ui.attention_view's controls and views
+Thin page: the sidebar's model and input, the idea, then ui.attention.view's controls and views
 (which call core.analysis.attention and core.figures.attention).
 """
 
 from __future__ import annotations
 
 
-from ui import attention_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.attention import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

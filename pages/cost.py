@@ -1,15 +1,15 @@
 """Cost: attention against recurrence, measured on this machine, and attention without the n x n matrix.
 
-Thin page: the sidebar (for the device), the idea, the sweep's controls, then ui.cost_view's panels in
+Thin page: the sidebar (for the device), the idea, the sweep's controls, then ui.cost.view's panels in
 reading order (time, sequential steps and path length, memory, famous models' sizes), which call
-ui.cost_runs, core.analysis.cost, core.kernels and core.figures.cost.
+ui.cost.runs, core.analysis.cost, core.kernels and core.figures.cost.
 """
 
 from __future__ import annotations
 
-from ui import cost_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.cost import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

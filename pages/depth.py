@@ -1,16 +1,16 @@
 """Depth: the residual stream forward and backward, why 48 layers train, and how far information travels.
 
-Thin page: the sidebar's model and input, the idea, then ui.depth_view's panels in reading order
+Thin page: the sidebar's model and input, the idea, then ui.depth.view's panels in reading order
 (the stream forward, the gradient backward, the depth experiment with the seed's bounds,
-hyper-connections, the bundled pre-LN / post-LN twins, long-range paths), which call ui.depth_runs,
+hyper-connections, the bundled pre-LN / post-LN twins, long-range paths), which call ui.depth.runs,
 core.analysis.depth, core.analysis.depth_tables and core.figures.depth.
 """
 
 from __future__ import annotations
 
-from ui import depth_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.depth import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

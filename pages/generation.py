@@ -1,15 +1,15 @@
 """Generation: the three families' anatomy, attention shapes live, decoding step by step with and
 without a key-value cache, a leak through a bidirectional encoder, and why the decoder is masked.
 
-Thin page: the sidebar's model and input, the idea, then ui.generation_view's panels in reading order
-(which call core.analysis.generation and core.analysis.leakage through ui.generation_runs).
+Thin page: the sidebar's model and input, the idea, then ui.generation.view's panels in reading order
+(which call core.analysis.generation and core.analysis.leakage through ui.generation.runs).
 """
 
 from __future__ import annotations
 
-from ui import generation_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.generation import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

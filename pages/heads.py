@@ -1,17 +1,17 @@
 """Heads: each head's subspace, its QK and OV circuits, its role, how redundant it is, what breaks
 without it, a two-head toy trained on the spot, and the orthogonal-query identity.
 
-Thin page: the sidebar's model and input, the idea, then ui.heads_view's controls and tabs (which
-call core.analysis.heads and core.figures.heads; the cached work is in ui.heads_runs).
+Thin page: the sidebar's model and input, the idea, then ui.heads.view's controls and tabs (which
+call core.analysis.heads and core.figures.heads; the cached work is in ui.heads.runs).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui import heads_view as V
-from ui.page import header
-from ui.sidebar import MAX_INPUT_TOKENS, shared_sidebar
+from ui.heads import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import MAX_INPUT_TOKENS, shared_sidebar
 
 sel = shared_sidebar()
 cfg = sel.model.cfg

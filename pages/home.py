@@ -1,13 +1,13 @@
 """Home: what the Glassbox is, in a few lines, and a map of the pages with a picture each.
 
-Thin page: the sidebar, the idea, then ui.home_view's map of the pages.
+Thin page: the sidebar, the idea, then ui.home.view's map of the pages.
 """
 
 from __future__ import annotations
 
-from ui import home_view as V
-from ui.page import header, try_this
-from ui.sidebar import shared_sidebar
+from ui.home import view as V
+from ui.shell.page import header, try_this
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 header(

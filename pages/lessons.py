@@ -1,13 +1,13 @@
 """Lessons: the guided walks through the app, a teacher's own lesson files, and classes that follow a teacher.
 
-Thin page: the sidebar, the idea, then ui.lessons_view's panels in reading order.
+Thin page: the sidebar, the idea, then ui.lessons.view's panels in reading order.
 """
 
 from __future__ import annotations
 
-from ui import lessons_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.lessons import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url()

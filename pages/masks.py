@@ -1,14 +1,14 @@
 """Masks: draw who may attend to whom, watch the model react, and read the mask as a graph.
 
-Thin page: the sidebar's model and input, the idea, then ui.masks_view's panels in reading order
-(which call core.analysis.masks and core.figures.masks through ui.masks_runs).
+Thin page: the sidebar's model and input, the idea, then ui.masks.view's panels in reading order
+(which call core.analysis.masks and core.figures.masks through ui.masks.runs).
 """
 
 from __future__ import annotations
 
-from ui import masks_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.masks import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

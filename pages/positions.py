@@ -1,15 +1,15 @@
 """Positions: why attention needs them, what each scheme looks like, and what breaks when you swap them.
 
-Thin page: the sidebar's model, the idea, then ui.positions_view's panels in reading order (the
+Thin page: the sidebar's model, the idea, then ui.positions.view's panels in reading order (the
 encodings, relative position, RoPE, translation invariance, order blindness, a live scheme swap,
-extrapolation), which call ui.positions_runs, core.analysis.positions and core.figures.positions.
+extrapolation), which call ui.positions.runs, core.analysis.positions and core.figures.positions.
 """
 
 from __future__ import annotations
 
-from ui import positions_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.positions import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

@@ -1,14 +1,14 @@
 """Retrieval: attention as kernel smoothing, as a soft database, keys against values, and a hijacked key.
 
-Thin page: the sidebar, the idea, then ui.retrieval_view's panels in reading order (which call
-core.analysis.retrieval / core.analysis.recall and core.figures.retrieval through ui.retrieval_runs).
+Thin page: the sidebar, the idea, then ui.retrieval.view's panels in reading order (which call
+core.analysis.retrieval / core.analysis.recall and core.figures.retrieval through ui.retrieval.runs).
 """
 
 from __future__ import annotations
 
-from ui import retrieval_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.retrieval import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title

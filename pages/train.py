@@ -1,14 +1,14 @@
 """Train: pick a task and a model shape, train it live, watch heads form, keep or download the result.
 
-Thin page: the sidebar, the URL's settings, the idea, then ui.train_view's sections in reading
-order (training itself runs in ui.train_runs; the numbers come from core.analysis.train).
+Thin page: the sidebar, the URL's settings, the idea, then ui.train.view's sections in reading
+order (training itself runs in ui.train.runs; the numbers come from core.analysis.train).
 """
 
 from __future__ import annotations
 
-from ui import train_view as V
-from ui.page import header
-from ui.sidebar import shared_sidebar
+from ui.train import view as V
+from ui.shell.page import header
+from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url()  # read the URL first, so any problem with it is reported under the title

@@ -9,7 +9,7 @@ import torch
 def tensor_from(x, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
     """`torch.as_tensor`, except that a read-only numpy array is copied first.
 
-    The app hands out its cached runs as read-only arrays (ui.memo); torch cannot share memory
+    The app hands out its cached runs as read-only arrays (ui.shell.memo); torch cannot share memory
     with those (it warns), and nothing here needs to: a copy is cheap at these sizes.
     """
     if isinstance(x, np.ndarray) and not x.flags.writeable:

@@ -1,6 +1,6 @@
 """Attention taken apart: which attention a model has, one query's arithmetic, entropy, export.
 
-Everything here works on numpy arrays read from a hooked run (see `ui.runs.run`) or on plain
+Everything here works on numpy arrays read from a hooked run (see `ui.shell.runs.run`) or on plain
 numbers, so the Attention page and its tests share one implementation of every step:
 q . k, the scale, the mask, softmax, and the weighted sum of values.
 """

@@ -8,7 +8,7 @@ In reading order:
 3. Measuring: median wall time and peak live tensor bytes of one call.
 4. Sweeps over the sequence length n: time of every method, memory of training.
 
-Nothing here imports streamlit; the Cost page (ui.cost_runs) caches the sweeps per device and setting.
+Nothing here imports streamlit; the Cost page (ui.cost.runs) caches the sweeps per device and setting.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def leak_curves(n_forbidden: int) -> dict[str, np.ndarray]:
     """The leak curve over LEAK_GAPS of every number format and mask constant, named "<format> <constant>".
 
     A pure function of the number of blocked keys (726 softmaxes a call): worth keeping, which the
-    caller does (the Masks page through ui.masks_runs).
+    caller does (the Masks page through ui.masks.runs).
     """
     return {f"{d} {c}": leak_curve(LEAK_GAPS, n_forbidden, value, dtype)
             for d, dtype in DTYPES.items() for c, value in MASK_CONSTANTS.items()}
@@ -390,7 +390,7 @@ def empty_rows(stack: np.ndarray) -> list[tuple[int, int]]:
 
 
 def prediction_changes(own: Sequence[Mapping], yours: Sequence[Mapping]) -> list[dict]:
-    """Per scored position (rows of ui.sidebar.prediction_table under the model's own mask and under
+    """Per scored position (rows of ui.shell.sidebar.prediction_table under the model's own mask and under
     yours): the right answer, both predictions with p(right), and whether the prediction changed."""
     return [{"position": f"{a['position']}:{a['token']}", "right answer": a["right answer"],
              "own: predicts": a["predicted"], "own: p(right)": a["p(right)"],

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.testing import scan_components_once
+from ui.shell.testing import scan_components_once
 
 scan_components_once()  # each AppTest would rescan every installed package for components (~0.3 s)
 

@@ -61,7 +61,7 @@ def click_in_fragment(at: AppTest, key: str, value=None) -> AppTest:
 def click(at: AppTest, key: str, value=None, page=None) -> AppTest:
     """Change widget `key` to `value` (a button: click it) as a browser does, and run what Streamlit runs for
     it: its fragment when it is drawn inside one, else the page, whose callbacks may narrow that to the
-    fragments the control reruns by key (ui.params.rerun_only).
+    fragments the control reruns by key (ui.shell.sections.rerun_readers).
 
     `page` is the element tree of the page as the browser shows it (`at._tree` after a full run): a rerun of
     fragments leaves only their elements in AppTest's tree, while the browser keeps every control of the page

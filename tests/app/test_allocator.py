@@ -1,4 +1,4 @@
-"""ui.allocator: the server caps glibc's malloc arenas once per process (memory back near its baseline
+"""ui.server.allocator: the server caps glibc's malloc arenas once per process (memory back near its baseline
 after a class leaves); elsewhere it does nothing and says so."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from ui import allocator
+from ui.server import allocator
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt(M_ARENA_MAX) is glibc's")
@@ -69,7 +69,7 @@ def test_a_tab_left_open_is_trimmed_around_and_closing_it_later_lets_go(monkeypa
     events, tabs = [], {"open": 1}
     monkeypatch.setattr(allocator, "trim", lambda: events.append("trim") or True)
 
-    def let_go() -> bool:  # as ui.warmup.start_afresh: only with no tab connected
+    def let_go() -> bool:  # as ui.server.warmup.start_afresh: only with no tab connected
         events.append(f"asked ({tabs['open']} open)")
         return tabs["open"] == 0
 
@@ -87,7 +87,7 @@ def test_a_tab_left_open_is_trimmed_around_and_closing_it_later_lets_go(monkeypa
 
 
 def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep():
-    from ui import memo
+    from ui.shell import memo
 
     kept = memo.memo(maxsize=4)(lambda n: np.zeros(n))
     kept(1000)
@@ -153,7 +153,7 @@ def test_trim_hands_freed_memory_back():
 
 _THRESHOLD_PROBE = """
 import ctypes, json, sys
-from ui import allocator
+from ui.server import allocator
 if sys.argv[1] == "fixed":
     assert allocator.fix_mmap_threshold(1024 * 1024) is True
     assert allocator.fix_mmap_threshold(64 * 1024) is True  # once per process: not set again
@@ -195,7 +195,7 @@ def test_the_cluster_and_the_image_set_the_same_threshold_from_the_first_allocat
 
     from deploy import cluster
 
-    root = Path(allocator.__file__).resolve().parents[1]
+    root = Path(allocator.__file__).resolve().parents[2]
     assert int(cluster.MMAP_THRESHOLD) == allocator.MMAP_THRESHOLD
     assert f"MALLOC_MMAP_THRESHOLD_={allocator.MMAP_THRESHOLD}" in (root / "Dockerfile").read_text()
 

@@ -1,4 +1,4 @@
-"""ui/compressed_static.py: Streamlit's static files sent gzip-compressed, compressed once per path.
+"""ui/server/compressed_static.py: Streamlit's static files sent gzip-compressed, compressed once per path.
 
 Driven as ASGI directly (no HTTP client needed): a fake inner app stands in for Streamlit's static handler
 and counts how often it is asked. The real server's answers are checked in tests/e2e/test_serve.py."""
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ui import compressed_static as cs
+from ui.server import compressed_static as cs
 
 JS = b"/* a content-hashed bundle */ " + os.urandom(600).hex().encode() * 20  # compressible, over MIN_BYTES
 IMMUTABLE = b"public, immutable, max-age=31536000"

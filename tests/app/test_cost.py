@@ -49,7 +49,7 @@ def test_page_draws_every_panel_with_its_exports(opened):
     assert [h[:2] for h in headers] == ["1.", "2.", "3.", "4."]
     assert len(opened.get("plotly_chart")) == 4
     assert len(opened.get("download_button")) == 5  # slopes, times, steps, memory, preset counts
-    # n up to 128 is one of the settings measured when the app was built (ui.precomputed.EXPLORED_ANY_MODEL)
+    # n up to 128 is one of the settings measured when the app was built (ui.shell.precompute.EXPLORED_ANY_MODEL)
     assert any("measured when this copy of the app was built" in c.value for c in opened.caption)
     assert opened.query_params["nmax"] == ["128"] or opened.query_params["nmax"] == "128"
 

@@ -268,7 +268,7 @@ def test_a_one_token_input_draws_every_panel(query):
 
 
 def test_the_twins_are_measured_once_and_shared_read_only(pre_page):
-    from ui import depth_runs as R  # the memos of the process the page ran in
+    from ui.depth import runs as R  # the memos of the process the page ran in
 
     twins = R.twin_ids()
     assert twins is not None and R.twins_data.has(*twins, "cpu")  # the page measured them already

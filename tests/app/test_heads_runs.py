@@ -1,4 +1,4 @@
-"""The Heads page's cached work (ui.heads_runs): the same results as the analysis, computed once,
+"""The Heads page's cached work (ui.heads.runs): the same results as the analysis, computed once,
 shared read-only."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from core.analysis.heads.circuits import qk_circuit
 from core.analysis.heads.subspaces import subspace_report
 from core.analysis.heads.toy import ToyReport
 from core.tasks import get_task
-from ui import heads_runs as R
-from ui.memo import freeze
-from ui import models
+from ui.heads import runs as R
+from ui.shell.memo import freeze
+from ui.shell import models
 
 MODEL = "induction-sinusoidal"
 

@@ -6,7 +6,7 @@ import pytest
 
 from core.checkpoints import read_manifest
 from tests.app.conftest import app_at, assert_ok, page_at
-from ui.nav import PAGES
+from ui.shell.nav import PAGES
 
 pytestmark = pytest.mark.usefixtures("bundled_models")
 

@@ -1,4 +1,4 @@
-"""The server's interpreter settings: the switch interval app.py sets (ui/interpreter.py), and the
+"""The server's interpreter settings: the switch interval app.py sets (ui/server/interpreter.py), and the
 sidebar's prediction table computed without torch (each torch call hands the interpreter lock over)."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from core.tasks import get_task
-from ui import interpreter, models
-from ui.sidebar import Selection, prediction_table
+from ui.server import interpreter
+from ui.shell import models
+from ui.shell.sidebar import Selection, prediction_table
 
 
 @pytest.mark.parametrize("text, ms", [(None, interpreter.DEFAULT_MS), ("0.5", 0.5), ("5", 5.0), ("0.05", 0.05),

@@ -8,8 +8,8 @@ import pytest
 from core import lessons as L
 from tests.app.conftest import app_at, assert_ok
 from tests.app.fragments import click
-from ui import lessons_catalog
-from ui.nav import PAGES
+from ui.shell import lessons_catalog
+from ui.shell.nav import PAGES
 
 TITLES = {p.path.split("/")[-1]: p.title for p in PAGES}
 LESSONS = {l.id: l for l in L.bundled(lessons_catalog.views())}
@@ -196,3 +196,21 @@ def test_a_check_that_cannot_run_says_so_on_the_page(tmp_path, monkeypatch):
     at = app_at(None, {"lesson": "odd-roles", "step": "5"})
     assert_ok(at)
     assert any("This check cannot run" in e.value and "wizard" in e.value for e in at.error)
+
+
+def test_the_teachers_guide_example_loads_against_every_pages_parameters():
+    """docs/lessons.md promises that its complete example loads as it is: parse it with the views the app
+    offers (every page's URL table), as an uploaded file would be."""
+    import re
+    from pathlib import Path
+
+    from core import lessons as L
+    from ui.shell import lessons_catalog
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "lessons.md").read_text()
+    example = guide.split("## A complete example", 1)[1]
+    toml = re.search(r"```toml\n(.*?)```", example, re.S).group(1)
+    lesson = L.parse_lesson(toml, "attention-in-four-steps", "attention-in-four-steps.toml", lessons_catalog.views())
+    assert len(lesson.steps) == 4 and all(step.page in lessons_catalog.views() for step in lesson.steps)
+    assert [step.check.kind for step in lesson.steps if step.check] == [
+        "scalar_weight", "head_with_role", "mask_lambda2", "attention_vs_rnn_cost"]

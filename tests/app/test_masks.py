@@ -260,7 +260,7 @@ def test_encoder_decoder_masks_the_decoder_side():
 
 
 def test_graph_facts_match_the_mask_library():
-    from ui.masks_runs import graph_facts, receptive_fields
+    from ui.masks.runs import graph_facts, receptive_fields
 
     n = 6
     stack = np.stack([M.sliding_window(n, 1).numpy(), M.block_diagonal(n, 3).numpy()])  # [layer q k]
@@ -280,7 +280,7 @@ def test_graph_facts_match_the_mask_library():
 
 def test_leak_curves_are_kept_read_only_for_every_session():
     from core.analysis import masks as A
-    from ui.masks_runs import leak_curves
+    from ui.masks.runs import leak_curves
 
     curves = leak_curves(7)
     assert leak_curves(7) is curves  # kept

@@ -1,4 +1,4 @@
-"""ui.measure_process: measurements run in a worker process with its own interpreter lock; progress
+"""ui.server.measure_process: measurements run in a worker process with its own interpreter lock; progress
 comes back to the caller's thread; errors come back as they were raised; a dead worker falls back to
 measuring in the server; stop() ends the worker and the next measurement starts a new one."""
 
@@ -13,7 +13,7 @@ import pytest
 
 import ui
 from core.analysis import cost as A
-from ui import measure_process as MP
+from ui.server import measure_process as MP
 
 
 def where(progress=None) -> int:
@@ -36,7 +36,7 @@ def die_unless_in(parent: int, progress=None) -> str:
 
 @pytest.fixture
 def worker(monkeypatch):
-    monkeypatch.setattr(ui, "_under_apptest", lambda: False)  # an earlier AppTest may leave its mock runtime
+    monkeypatch.setattr(ui, "under_apptest", lambda: False)  # an earlier AppTest may leave its mock runtime
     monkeypatch.delenv("GLASSBOX_MEASURE_PROCESS", raising=False)
     MP.stop()
     yield
@@ -84,13 +84,13 @@ def test_switched_off_it_measures_in_the_server(worker, monkeypatch):
 
 
 def test_under_apptest_it_measures_in_the_server(monkeypatch):
-    monkeypatch.setattr(ui, "_under_apptest", lambda: True)
+    monkeypatch.setattr(ui, "under_apptest", lambda: True)
     assert MP.measure(where) == os.getpid()
 
 
 def test_keyword_arguments_and_a_function_without_progress(worker):
     from core.analysis import masks as MA
-    from ui import masks_runs
+    from ui.masks import runs as masks_runs
 
     rows = MP.measure(MA.time_attention, ns=(16, 32), b=8, repeats=1, seed=0)
     assert [r["n"] for r in rows] == [16, 32] and all(r["dense ms"] > 0 for r in rows)
@@ -98,7 +98,7 @@ def test_keyword_arguments_and_a_function_without_progress(worker):
 
 
 def test_a_bundled_model_is_timed_in_the_worker(worker):
-    from ui import generation_runs as G
+    from ui.generation import runs as G
 
     timed = MP.measure(G.measure_timings, "sort-decoder", "cpu", 6, 6, 3, 1)
     assert set(timed) == {"with cache", "without cache"}
@@ -131,7 +131,7 @@ def test_depth_stacks_and_tiny_decoders_go_through_the_worker(worker):
     """The Depth page's random stacks and the Generation page's tiny decoders: the same results as
     built here (both are seeded), from the worker."""
     from core.analysis import depth as D
-    from ui import generation_runs as G
+    from ui.generation import runs as G
 
     there = MP.measure(D.depth_profile, "pre-LN", 4, 1.0, 3, 4, 0.5)
     here = D.depth_profile("pre-LN", 4, 1.0, 3, 4, 0.5)

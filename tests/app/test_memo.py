@@ -1,4 +1,4 @@
-"""The process-wide memos behind cached runs and figures (ui.memo, ui.figures.ShippedFigure)."""
+"""The process-wide memos behind cached runs and figures (ui.shell.memo, ui.shell.figures.ShippedFigure)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.figures.attention import overview_grid
-from ui.figures import ShippedFigure, cached
-from ui.memo import Memo, fingerprint, freeze, memo
+from ui.shell.figures import ShippedFigure, cached
+from ui.shell.memo import Memo, fingerprint, freeze, memo
 
 
 def test_fingerprint_is_by_content_shape_and_dtype():
@@ -192,7 +192,7 @@ def _chart_page():
     import plotly.graph_objects as go
     import streamlit as st
 
-    from ui.figures import ShippedFigure
+    from ui.shell.figures import ShippedFigure
 
     fig = go.Figure(go.Heatmap(z=np.eye(3, dtype=np.float32), zmin=0, zmax=1), layout=dict(height=321))
     st.plotly_chart(fig, key="plain")
@@ -208,7 +208,7 @@ def test_streamlit_ships_the_same_chart_either_way():
 
 
 def test_memo_is_bounded_in_bytes_and_keeps_the_newest():
-    from ui.memo import Memo
+    from ui.shell.memo import Memo
     store = Memo(lambda i: np.zeros(1000, dtype=np.uint8) + i, maxsize=100, max_bytes=3500)
     for i in range(10):
         store(i)
@@ -219,14 +219,14 @@ def test_memo_is_bounded_in_bytes_and_keeps_the_newest():
 
 
 def test_a_result_larger_than_the_bound_is_still_returned_and_kept_alone():
-    from ui.memo import Memo
+    from ui.shell.memo import Memo
     store = Memo(lambda i: np.zeros(5000, dtype=np.uint8), maxsize=10, max_bytes=1000)
     assert store(1).size == 5000 and store(2).size == 5000
     assert len(store) == 1 and store.has(2)
 
 
 def test_memos_made_in_many_threads_while_another_lists_them():
-    from ui import memo as memo_module
+    from ui.shell import memo as memo_module
 
     made, errors, stop = [], [], threading.Event()
 

@@ -1,4 +1,4 @@
-"""ui.page.rows_table: rows go to st.dataframe as an Arrow table when they fit one, and stay a
+"""ui.shell.page.rows_table: rows go to st.dataframe as an Arrow table when they fit one, and stay a
 DataFrame (shown as before) when they do not."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pyarrow as pa
 
-from ui.page import rows_table
+from ui.shell.page import rows_table
 
 
 def test_uniform_rows_become_an_arrow_table_with_the_same_columns_and_values():
@@ -45,7 +45,7 @@ def test_a_generator_and_an_empty_list_and_a_dataframe():
 
 
 def test_a_csv_export_takes_a_table_rows_or_a_function_that_builds_it_only_when_pressed():
-    from ui.page import csv_bytes
+    from ui.shell.page import csv_bytes
 
     frame = pd.DataFrame({"step": [0, 1], "ms": [0.5, 0.25]})
     built = []

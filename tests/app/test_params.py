@@ -1,4 +1,4 @@
-"""ui.params: a URL parameter declared once seeds, clamps with a note, binds its widget and writes back."""
+"""ui.shell.params: a URL parameter declared once seeds, clamps with a note, binds its widget and writes back."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from tests.app.conftest import TIMEOUT, assert_ok
 def script():
     import streamlit as st
 
-    from ui import query
-    from ui.params import Choice, Float, Int, Multi, Params, Text
+    from ui.shell import query
+    from ui.shell.params import Choice, Float, Int, Multi, Params, Text
 
     url = Params(
         "demo",
@@ -107,7 +107,7 @@ def test_a_range_that_shrinks_clamps_the_value_and_a_single_value_slider_is_a_ca
 def test_a_parameter_listed_twice_is_refused():
     import pytest
 
-    from ui.params import Int, Params
+    from ui.shell.params import Int, Params
     with pytest.raises(ValueError, match="twice"):
         Params("p", Int("a", 0, lo=0, hi=1), Int("a", 1, lo=0, hi=1))
 
@@ -115,29 +115,32 @@ def test_a_parameter_listed_twice_is_refused():
 def keyed_script():
     import streamlit as st
 
-    from ui.params import Int, Params
+    from ui.shell.params import Int, Params
+    from ui.shell.sections import Sections
 
-    url = Params("keyed", Int("n", 4, lo=1, hi=10), Int("m", 1, lo=1, hi=10))
-    st.title("keyed")
-    st.session_state.setdefault("runs", [])
-    url.n.widget(st.slider, "n", reruns=("keyed.reads_n", "keyed.maybe"))
-    url.m.widget(st.slider, "m", reruns=lambda: ("keyed.reads_m",))  # named when it changes
-    st.markdown("static text")
+    url = Params("keyed", Int("n", 4, lo=1, hi=10), Int("m", 1, lo=1, hi=10), Int("k", 1, lo=1, hi=10))
+    S = Sections("keyed")
 
-    @st.fragment(key="keyed.reads_n")
+    @S.section("reads_n", reads=("n",))
     def reads_n():
         st.session_state["runs"].append("n")
         st.caption(f"n is {url.n.now()}")
 
-    @st.fragment(key="keyed.reads_m")
+    @S.section("reads_m", reads=("m",))
     def reads_m():
         st.session_state["runs"].append("m")
         st.caption(f"m is {url.m.now()}")
 
-    @st.fragment(key="keyed.maybe")
+    @S.section("maybe", reads=("n",))
     def maybe():
         st.session_state["runs"].append("maybe")
 
+    st.title("keyed")
+    st.session_state.setdefault("runs", [])
+    url.n.widget(st.slider, "n")
+    url.m.widget(st.slider, "m")
+    url.k.widget(st.slider, "k")  # read by no section: its change reruns the page
+    st.markdown("static text")
     reads_n()
     reads_m()
     if st.query_params.get("maybe") != "no":
@@ -173,14 +176,42 @@ def test_a_control_whose_fragment_was_not_drawn_reruns_the_whole_page():
     assert at.query_params["n"] == "7"
 
 
-def test_view_readers_names_the_shown_views_readers_or_the_empty_fragment():
-    from ui.params import view_readers
+def test_a_control_that_no_section_reads_reruns_the_whole_page():
+    from tests.app.fragments import click
+
+    at = AppTest.from_function(keyed_script, default_timeout=TIMEOUT).run()
+    page, runs = at._tree, len(at.session_state["runs"])
+    click(at, "keyed.k", 5, page)
+    assert_ok(at)
+    assert at.title and at.session_state["runs"][runs:] == ["n", "m", "maybe"]
+    assert at.query_params["k"] == "5"
+
+
+def test_sections_name_the_open_views_readers_in_declared_order_or_the_empty_section():
+    from ui.shell import sections
+    from ui.shell.sections import Sections
 
     shown = ["grid"]
-    reads = {"grid": ("p.grid.chart",), "scale": ()}
-    readers = view_readers(reads, lambda: shown[0], "p.nothing")
-    assert readers() == ("p.grid.chart",)
+    S = Sections("views_demo", open_view=lambda: shown[0])
+    for name, reads, view in [("row", ("kind",), None), ("grid.chart", ("kind", "layer"), "grid"),
+                              ("scale.model", ("kind",), "scale")]:
+        S.section(name, reads=reads, view=view)(lambda: None)
+    assert S.readers("kind") == ("views_demo.row", "views_demo.grid.chart")
+    assert S.readers("layer") == ("views_demo.grid.chart",)
     shown[0] = "scale"  # named when the control changes: the view shown then
-    assert readers() == ("p.nothing",)
-    shown[0] = "unknown"
-    assert readers() == ("p.nothing",)
+    assert S.readers("kind") == ("views_demo.row", "views_demo.scale.model")
+    assert S.readers("layer") == ("views_demo.nothing",)
+    assert sections.readers_of("views_demo", "layer")() == ("views_demo.nothing",)
+    assert sections.readers_of("views_demo", "temp") is None  # read by no section: the page reruns
+    assert sections.readers_of("no_such_page", "layer") is None
+
+
+def test_a_section_declared_twice_is_refused():
+    import pytest
+
+    from ui.shell.sections import Sections
+
+    S = Sections("twice_demo")
+    S.section("a", reads=("x",))(lambda: None)
+    with pytest.raises(ValueError, match="twice"):
+        S.section("a", reads=("y",))(lambda: None)

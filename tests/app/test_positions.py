@@ -84,7 +84,7 @@ def test_swap_selector_changes_attention_and_accuracy():
     assert not np.allclose(swapped_rope, swapped_none)
     acc = chart(at, "positions.fig_swap_acc")["data"][0]
     assert list(acc["x"]) == ["trained: sinusoidal", "swapped: rope"]
-    from ui.models import get_model
+    from ui.shell.models import get_model
     model, _ = get_model("induction-sinusoidal")
     assert decode_array(acc["y"])[1] == pytest.approx(
         P.scheme_accuracy(model, get_task("induction"), "rope", n_samples=128))

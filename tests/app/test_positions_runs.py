@@ -1,4 +1,4 @@
-"""The Positions page's cached work (ui.positions_runs): each memo gives what the page used to compute inline."""
+"""The Positions page's cached work (ui.positions.runs): each memo gives what the page used to compute inline."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 from core import checkpoints
 from core.analysis import positions as P
 from core.tasks import get_task
-from ui import models
-from ui import positions_runs as R
-from ui.sidebar import Selection, prediction_table
+from ui.shell import models
+from ui.positions import runs as R
+from ui.shell.sidebar import Selection, prediction_table
 
 needs_models = pytest.mark.skipif(not checkpoints.MANIFEST.is_file(),
                                   reason="bundled models not built (python -m core.train --all)")

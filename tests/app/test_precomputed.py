@@ -1,4 +1,4 @@
-"""ui.precomputed: the results shipped with the app are made by this code, cover what a default visit
+"""ui.shell.precomputed: the results shipped with the app are made by this code, cover what a default visit
 asks for, round-trip exactly, and never rebuild anything but this project's dataclasses."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import torch
 
 from core.analysis import cost as A
 from tests.app.conftest import assert_ok, page_at
-from ui import memo as M
-from ui import precomputed as P
+from ui.shell import memo as M
+from ui.shell import precompute as B
+from ui.shell import precomputed as P
 
 # Memos whose shipped results are deterministic: recomputing them here must give the same values.
-DETERMINISTIC = ("ui.depth_runs:experiment", "ui.heads_runs:subspaces", "ui.positions_runs:swap_accuracy",
-                 "ui.retrieval_runs:clean_accuracy", "ui.train_runs:param_count", "ui.masks_runs:masked_accuracy")
+DETERMINISTIC = ("ui.depth.runs:experiment", "ui.heads.runs:subspaces", "ui.positions.runs:swap_accuracy",
+                 "ui.retrieval.runs:clean_accuracy", "ui.train.runs:param_count", "ui.masks.runs:masked_accuracy")
 
 
 def same(a, b, path="value"):
@@ -93,22 +94,23 @@ def test_encode_refuses_what_it_does_not_store(value):
 def test_the_shipped_asset_was_made_by_this_code():
     header, entries = P.read(P.ASSET)
     assert not P.stale_modules(header), (
-        "assets/precomputed/results.json.gz was made by other code: run `python -m ui.precomputed --write`")
+        "assets/precomputed/results.json.gz was made by other code: run `python -m ui.shell.precompute --write`")
     assert len(entries) >= 100 and header["machine"] and header["made"]
-    assert {"ui.cost_runs", "ui.depth_runs", "ui.generation_runs", "ui.masks_runs"} <= set(header["code_digests"])
+    assert {"ui.cost.runs", "ui.depth.runs", "ui.generation.runs", "ui.masks.runs"} <= set(header["code_digests"])
 
 
 def test_the_digest_follows_the_code(tmp_path):
     (tmp_path / "core").mkdir()
-    (tmp_path / "ui").mkdir()
+    for page in ("cost", "depth"):
+        (tmp_path / "ui" / page).mkdir(parents=True)
     (tmp_path / "core" / "a.py").write_text("x = 1\n")
-    (tmp_path / "ui" / "cost_runs.py").write_text("y = 1\n")
-    (tmp_path / "ui" / "depth_runs.py").write_text("z = 1\n")
-    cost, depth = P.code_digest("ui.cost_runs", tmp_path), P.code_digest("ui.depth_runs", tmp_path)
-    (tmp_path / "ui" / "cost_runs.py").write_text("y = 2\n")  # one page's runs: only its results retire
-    assert P.code_digest("ui.cost_runs", tmp_path) != cost and P.code_digest("ui.depth_runs", tmp_path) == depth
+    (tmp_path / "ui" / "cost" / "runs.py").write_text("y = 1\n")
+    (tmp_path / "ui" / "depth" / "runs.py").write_text("z = 1\n")
+    cost, depth = P.code_digest("ui.cost.runs", tmp_path), P.code_digest("ui.depth.runs", tmp_path)
+    (tmp_path / "ui" / "cost" / "runs.py").write_text("y = 2\n")  # one page's runs: only its results retire
+    assert P.code_digest("ui.cost.runs", tmp_path) != cost and P.code_digest("ui.depth.runs", tmp_path) == depth
     (tmp_path / "core" / "a.py").write_text("x = 2\n")  # the core: every result retires
-    assert P.code_digest("ui.depth_runs", tmp_path) != depth
+    assert P.code_digest("ui.depth.runs", tmp_path) != depth
 
 
 def entries_of(names):
@@ -142,7 +144,7 @@ def computed_live(page: str, query, monkeypatch) -> list[str]:
     at = page_at(page, query)
     assert_ok(at)
     names = dict(registered())
-    return sorted({n for n in live if n in names and P.shippable(names[n]) and n not in NOT_STORED})
+    return sorted({n for n in live if n in names and B.shippable(names[n]) and n not in NOT_STORED})
 
 
 @pytest.mark.parametrize("page, model", [("pages/cost.py", None), ("pages/depth.py", None),
@@ -171,19 +173,19 @@ def test_a_lesson_step_computes_nothing_input_independent_live(page, lesson, k, 
 
 
 # Shippable memos whose results the codec does not store (Arrow tables): computed live, and cheap.
-NOT_STORED = {"ui.positions_runs:order_answers", "ui.positions_runs:shift_table", "ui.positions_runs:length_view"}
+NOT_STORED = {"ui.positions.runs:order_answers", "ui.positions.runs:shift_table", "ui.positions.runs:length_view"}
 
 
 def explored_samples() -> list[tuple[str, dict]]:
-    """A few explored choices (ui.precomputed.EXPLORED, EXPLORED_ANY_MODEL, ON_REQUEST): a view switch, the
+    """A few explored choices (ui.shell.precompute.EXPLORED, EXPLORED_ANY_MODEL, ON_REQUEST): a view switch, the
     ablation mode, a positional scheme, a stack, the Cost page's longest n, d = 16 and a block of 16, the
     Depth page's random stacks at 12 layers, seed 12, gain 0.25 and noise 0.25, and the extrapolation run
     behind its button."""
     wanted = {("pages/heads.py", "roles"), ("pages/heads.py", "mean"), ("pages/positions.py", "sinusoidal"),
               ("pages/depth.py", "encoder"), ("pages/masks.py", "sliding"), ("pages/cost.py", "2048"),
               ("pages/cost.py", "16"), ("pages/depth.py", "12"), ("pages/depth.py", "0.25")}
-    picked = [(path, q) for path, q in P.explored(["sort-encdec"]) if (path, list(q.values())[-1]) in wanted]
-    return picked + [(path, dict(q)) for path, q in P.ON_REQUEST]
+    picked = [(path, q) for path, q in B.explored(["sort-encdec"]) if (path, list(q.values())[-1]) in wanted]
+    return picked + [(path, dict(q)) for path, q in B.ON_REQUEST]
 
 
 @pytest.mark.parametrize("page, query", explored_samples(), ids=lambda x: str(x))
@@ -198,10 +200,10 @@ def registered():
     """(name, memo) of every memo in the ui runs modules, the models and the sidebar."""
     import importlib
 
-    from ui.nav import PAGES
+    from ui.shell.nav import PAGES
 
     found = {}
-    for mod in ["ui.models", "ui.sidebar", "ui.runs"] + [f"ui.{p.path.split('/')[-1][:-3]}_runs" for p in PAGES]:
+    for mod in ["ui.shell.models", "ui.shell.sidebar", "ui.shell.runs"] + [f"ui.{p.path.split('/')[-1][:-3]}.runs" for p in PAGES]:
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError:
@@ -234,9 +236,9 @@ def test_a_shipped_result_is_served_and_said_to_come_from_the_build(monkeypatch)
 
 def test_results_made_by_other_code_are_ignored(monkeypatch):
     real = P.code_digest
-    monkeypatch.setattr(P, "code_digest", lambda module, root=P.ROOT: "edited" if module == "ui.cost_runs"
+    monkeypatch.setattr(P, "code_digest", lambda module, root=P.ROOT: "edited" if module == "ui.cost.runs"
                         else real(module, root))
     monkeypatch.setitem(P._STATE, "shelf", None)
     modules = {name.partition(":")[0] for name, *_ in P.shelf()._entries}
-    assert "ui.cost_runs" not in modules and "ui.depth_runs" in modules
+    assert "ui.cost.runs" not in modules and "ui.depth.runs" in modules
     monkeypatch.setitem(P._STATE, "shelf", None)  # the next test reads the real asset again

@@ -1,5 +1,5 @@
-"""The app asks the browser for Streamlit's element code ahead of need (ui/preload.py) and keeps the
-style rule that skips blocks out of sight (ui/offscreen.py), on every page."""
+"""The app asks the browser for Streamlit's element code ahead of need (ui/shell/preload.py) and keeps the
+style rule that skips blocks out of sight (ui/shell/offscreen.py), on every page."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from tests.app.conftest import app_at, assert_ok
-from ui import offscreen, preload
+from ui.shell import offscreen, preload
 
 STATIC_JS = Path(st.__file__).parent / "static" / "static" / "js"
 

@@ -1,11 +1,11 @@
-"""ui.recycle: behind `deploy/cluster.py --recycle-idle` an idle server with no tab connected stops itself
+"""ui.server.recycle: behind `deploy/cluster.py --recycle-idle` an idle server with no tab connected stops itself
 so that the cluster starts it afresh, one server of the cluster at a time; anywhere else it never does."""
 
 from __future__ import annotations
 
 import os
 
-from ui import recycle
+from ui.server import recycle
 
 
 def test_without_the_cluster_a_server_never_recycles(monkeypatch):

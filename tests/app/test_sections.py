@@ -104,12 +104,12 @@ class Group:
 
 
 GROUPS = [
-    # the mask editor reruns by key every part that reads the mask (ui.masks_view.READS_MASK), the editor first:
+    # the mask editor reruns by key every part that reads the mask (the sections of ui.masks.view that read "mask"), the editor first:
     # not the worst-case leak or section 6, which do not read it
     Group("pages/masks.py", "masks.all.preset", "sliding", ("preset", "sliding"),
           ("masks.all.grid", "masks.pattern_yours", "masks.right", "masks.arcs", "masks.reach", "masks.influence"),
           "masks.timing", ("masks.leak", "masks.legality_encoder", "masks.legality_decoder")),
-    # the layer reruns by key only what reads it (ui.params.rerun_only): not the reach, the receptive field,
+    # the layer reruns by key only what reads it (ui.shell.sections.rerun_readers): not the reach, the receptive field,
     # the measured influence or the leak curves of sections 3-4, which are the same for every layer
     Group("pages/masks.py", "masks.layer", 1, ("layer", "1"), ("masks.pattern_own", "masks.right", "masks.row_sums"),
           "masks.spectrum", ("masks.all.grid", "masks.pairs", "masks.legality_encoder", "masks.reach", "masks.field",
@@ -119,7 +119,7 @@ GROUPS = [
           "positions.fig_mk", ("positions.fig_rows", "positions.fig_swap_acc", "positions.fig_learned",
                                "positions.fig_rope_plane", "positions.fig_rope_grid", "positions.fig_decay",
                                "positions.fig_neigh")),
-    # the position reruns by key only the three figures that read it (ui.params.rerun_only), not the stream's
+    # the position reruns by key only the three figures that read it (ui.shell.sections.rerun_readers), not the stream's
     # size or the logit lens between them
     Group("pages/depth.py", "depth.pos", 1, ("at", "1"), ("depth.contrib",), "depth.saliency",
           ("depth.norms", "depth.lens", "depth.chart", "depth.twins", "depth.paths")),

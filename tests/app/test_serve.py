@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIFESPAN = """
 import asyncio, json, threading
 import serve
-from ui import process, warmup
+from ui.server import process, warmup
 
 calls = []
 process.set_up = lambda: calls.append(("set_up", threading.current_thread().name))

@@ -7,7 +7,7 @@ import pytest
 
 from core.checkpoints import read_manifest
 from tests.app.conftest import app_at, assert_ok
-from ui.nav import PAGES
+from ui.shell.nav import PAGES
 
 pytestmark = pytest.mark.usefixtures("bundled_models")
 
@@ -20,7 +20,7 @@ def bundled_models():
 
 def test_every_page_in_the_menu_has_a_file():
     missing = [p.path for p in PAGES if not p.exists]
-    assert not missing, f"pages listed in ui/nav.py without a file: {missing}"
+    assert not missing, f"pages listed in ui/shell/nav.py without a file: {missing}"
     assert len({p.url_path for p in PAGES}) == len(PAGES)
 
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.app.conftest import app_at, assert_ok
-from ui.nav import PAGES
-from ui.sidebar import INPUT_KEY, MAX_INPUT_TOKENS, MODEL_KEY
+from ui.shell.nav import PAGES
+from ui.shell.sidebar import INPUT_KEY, MAX_INPUT_TOKENS, MODEL_KEY
 
 PAGE_FILES = [p.path for p in PAGES if p.exists and not p.path.endswith("home.py")]
 TYPED = {

@@ -15,7 +15,7 @@ from core.tasks import get_task
 from core.analysis import train as A
 from tests.app.conftest import app_at, assert_ok, decode_array, page_at, plotly_specs
 from tests.app.fragments import click, fragment_id
-from ui import train_runs
+from ui.train import runs as train_runs
 
 PAGE = "pages/train.py"
 TINY = {"task": "copy", "arch": "decoder", "n_layers": 1, "d_model": 32, "n_heads": 2, "steps": 60}
@@ -247,7 +247,7 @@ def test_the_share_clock_says_no_after_its_wait():
 
 
 def test_training_is_shared_only_while_other_students_use_the_server(monkeypatch):
-    from ui import activity
+    from ui.shell import activity
 
     monkeypatch.setattr(activity, "_LAST_RUN", {})
     assert not activity.others_active("me", now=100.0)  # alone
@@ -436,7 +436,7 @@ def test_bad_new_options_are_clamped_with_a_note():
 
 
 def test_the_warmup_preset_sets_up_pre_vs_post_ln_without_warmup():
-    from ui.train_view import PRESET_LR
+    from ui.train.view import PRESET_LR
 
     at = page_at(PAGE)
     at.button(key="train.preset_post").click().run()

@@ -1,6 +1,6 @@
 """Every URL parameter of every page, fed hostile values: each page still renders, with no exception,
 and says what it did with a value it could not use. The parameters come from the pages' own URL
-tables (ui.<page>_view.URL and the sidebar's), so a parameter added later is fuzzed too."""
+tables (ui.<page>.view.URL and the sidebar's), so a parameter added later is fuzzed too."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.app.conftest import app_at, assert_ok
-from ui import sidebar
-from ui.nav import PAGES
+from ui.shell import sidebar
+from ui.shell.nav import PAGES
 
 PAGE_FILES = [p.path for p in PAGES if p.exists]
 HOSTILE = {
@@ -30,7 +30,7 @@ def url_table(page_file: str):
     """The page's URL table, or None for a page without one (Home)."""
     name = page_file.split("/")[-1].removesuffix(".py")
     try:
-        module = importlib.import_module(f"ui.{name}_view")
+        module = importlib.import_module(f"ui.{name}.view")
     except ModuleNotFoundError:
         return None
     return getattr(module, "URL", None)

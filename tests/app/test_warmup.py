@@ -1,4 +1,4 @@
-"""The start-up warm-up (ui.warmup): it computes what a default visit asks for, once per process."""
+"""The start-up warm-up (ui.server.warmup): it computes what a default visit asks for, once per process."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from tests.app.conftest import ROOT, app_at, assert_ok
-from ui import warmup
+from ui.server import warmup
 
 
 @pytest.mark.parametrize("page", ["masks", "depth", "positions", "cost"])
@@ -76,7 +76,7 @@ FIRST_DRAW = """
 import json
 import sys
 from tests.app.conftest import page_at
-from ui import warmup
+from ui.server import warmup
 warmup.page_modules()
 before = set(sys.modules)
 for page, model in [("masks", "induction-rope"), ("retrieval", "recall-tied"), ("cost", "sort-decoder"),
@@ -97,8 +97,8 @@ def test_after_the_warmup_a_first_page_draw_imports_no_plotly_or_styler_modules(
 
 
 def test_when_the_class_has_left_its_results_are_forgotten_and_the_warmup_runs_again(monkeypatch):
-    from ui import memo as memo_module
-    from ui import precomputed
+    from ui.shell import memo as memo_module
+    from ui.shell import precomputed
 
     student = memo_module.memo(maxsize=8)(lambda x: [x] * 3)  # a student's own result
     models = memo_module.memo(maxsize=8, keep_when_idle=True)(lambda name: f"model {name}")

@@ -101,7 +101,7 @@ def test_files_that_are_not_text_or_too_big_are_refused(tmp_path: Path):
 # --- the bundled lessons -----------------------------------------------------------------------
 
 def app_views():
-    from ui.lessons_catalog import views
+    from ui.shell.lessons_catalog import views
     return views()
 
 

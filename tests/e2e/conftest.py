@@ -152,7 +152,7 @@ def fit_viewport_to_page(page, width: int = 1400, cap: int = 20_000, least: int 
     """Grow the window to the main column's height (Streamlit scrolls inside it, so a full-page shot
     would stop at the first screen); returns that height.
 
-    Blocks out of sight count with an estimated height until drawn (ui/offscreen.py), so the height
+    Blocks out of sight count with an estimated height until drawn (ui/shell/offscreen.py), so the height
     read before growing is not yet the real one: grow, let the new blocks draw, read again, until
     it holds."""
     height = -1

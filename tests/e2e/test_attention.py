@@ -16,7 +16,7 @@ import pytest
 from tests.app.conftest import decode_array
 from tests.e2e.conftest import (SCREENSHOTS, assert_no_exception, fit_viewport_to_page, open_page, pick_option,
                                  plotly_data, screenshot, wait_for_run)
-from ui.nav import IMAGES, PAGES
+from ui.shell.nav import IMAGES, PAGES
 
 pytestmark = pytest.mark.e2e
 CHART = "[data-testid='stPlotlyChart'] .js-plotly-plot"
@@ -191,6 +191,6 @@ def test_scale_view_draws_the_histogram_curves_and_model_spread(server_url, page
     assert centres.max() > 3 * 32 and centres.min() < -3 * 32  # raw q.k at d_k = 1024 spreads about 32
     curve = _settled_chart(page, 1, "scatter")
     assert _array(curve[1]["y"])[-1] > 0.9  # unscaled: one key takes almost all the weight at d_k = 1024
-    # not inner_text: a block out of sight is not laid out (ui/offscreen.py), and its innerText is empty
+    # not inner_text: a block out of sight is not laid out (ui/shell/offscreen.py), and its innerText is empty
     assert "1024" in page.get_by_text("measured spread (std) of q·k").first.text_content()
     _tall_screenshot(page, "attention_scale")

@@ -66,7 +66,7 @@ def fetch(url: str, cookie: str | None = None) -> tuple[str, str]:
 
 
 def test_every_app_server_runs_with_two_malloc_arenas(cluster):
-    """From its first allocation (ui/allocator.py can only cap them once app.py runs): after a class leaves,
+    """From its first allocation (ui/server/allocator.py can only cap them once app.py runs): after a class leaves,
     a server's memory comes back near its baseline."""
     for proc in cluster.procs:
         environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
@@ -186,7 +186,7 @@ def wait_warm(log: Path, count: int = 1, timeout: float = 120) -> None:
 
 
 def test_an_idle_server_with_no_tab_is_started_afresh_while_the_balancer_keeps_serving(browser):
-    """deploy/cluster.py --recycle-idle (ui/recycle.py): once the server a student used is idle with no tab
+    """deploy/cluster.py --recycle-idle (ui/server/recycle.py): once the server a student used is idle with no tab
     connected, it stops and the cluster starts a fresh process on its port; the server nobody used is left
     alone; the balancer serves pages throughout, and the fresh process, warmed up with no visit, holds less memory
     than the used one did after the same warm-up and a student's four pages."""

@@ -1,7 +1,7 @@
 """A teacher's link must open the exact view even as the very first request to a fresh server.
 
 Streamlit's old "pages/ folder" mode would run the page file alone (no sections, no wide
-layout, file names in the menu); ui.ensure_app_navigation reroutes that run through app.py.
+layout, file names in the menu); ui.shell.nav.ensure_app_navigation reroutes that run through app.py.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def _downloads(page) -> dict[str, list[str]]:
 
 
 def test_every_csv_button_writes_its_table_when_pressed(server_url, page):
-    """The tables behind the CSV buttons are built only when a button is pressed (ui.page.csv_download
+    """The tables behind the CSV buttons are built only when a button is pressed (ui.shell.page.csv_download
     with a function): each one still holds its panel's table."""
     open_page(page, f"{server_url}/generation?model=reverse-encdec", timeout=240_000)
     wait_for_run(page, timeout=240_000, last="text=Train both decoders")

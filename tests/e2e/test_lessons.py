@@ -11,7 +11,7 @@ from PIL import Image
 
 from core import lessons as L
 from tests.e2e.conftest import SCREENSHOTS, assert_no_exception, open_page, screenshot, wait_for_run
-from ui.nav import IMAGES
+from ui.shell.nav import IMAGES
 
 pytestmark = pytest.mark.e2e
 LESSON = "attention-as-retrieval"

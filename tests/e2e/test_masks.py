@@ -54,7 +54,7 @@ def test_masks_page_takes_a_one_token_input_from_a_link(server_url, page):
 
 
 def test_a_cell_ticked_off_in_the_editor_reaches_every_part_that_reads_the_mask(server_url, page):
-    # A cell edit reruns by key only what reads the mask (ui.masks_view.READS_MASK); a layer picked afterwards
+    # A cell edit reruns by key only what reads the mask (the sections of ui.masks.view that read "mask"); a layer picked afterwards
     # reruns its own fragments, which must read the edited mask, not the one of the page's last full run.
     open_page(page, server_url, timeout=180_000)
     open_page(page, f"{server_url}/masks?model=future-legality-encoder&input={quote(INPUT)}", timeout=180_000,

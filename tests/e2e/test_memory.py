@@ -1,8 +1,8 @@
 """Real server and browser: once the server is quiet, it trims its memory; it forgets what a class
-computed only when no tab is connected any more (ui.allocator.IdleTrimmer, ui.warmup.start_afresh,
-ui.activity.connected_sessions, which asks Streamlit's session manager: this test is what notices if a
+computed only when no tab is connected any more (ui.server.allocator.IdleTrimmer, ui.server.warmup.start_afresh,
+ui.shell.activity.connected_sessions, which asks Streamlit's session manager: this test is what notices if a
 Streamlit upgrade changes that), and then ends the measurement worker a Cost page started
-(ui.measure_process)."""
+(ui.server.measure_process)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real browser: blocks out of sight are skipped until reached (ui/offscreen.py), and a student sees
+"""Real browser: blocks out of sight are skipped until reached (ui/shell/offscreen.py), and a student sees
 the same page: every chart drawn at the size it has without the rule, full-screen views that fill the
 window, element toolbars that answer clicks.
 """
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts
-from ui import offscreen
+from ui.shell import offscreen
 
 pytestmark = pytest.mark.e2e
 
@@ -132,7 +132,7 @@ KATEX_FACES = ("() => { const s = []; document.fonts.forEach(f => { if (f.family
 
 
 def test_home_fetches_the_chart_code_that_the_next_page_then_uses(server_url, page):
-    # ui/preload.py: Home draws no chart, yet the browser fetches Plotly's chunk once it is idle...
+    # ui/shell/preload.py: Home draws no chart, yet the browser fetches Plotly's chunk once it is idle...
     open_page(page, server_url, timeout=240_000)
     page.wait_for_function(f"() => ({CHUNKS_FETCHED})().length >= 2", timeout=30_000)
     # ...from a block that takes no room: the title sits where it sits without the script

@@ -88,7 +88,7 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
 
 
 def test_a_csv_download_is_written_when_pressed(server_url, page):
-    """The CSV buttons hand Streamlit a callable (ui.page.csv_download): the file is made on the click,
+    """The CSV buttons hand Streamlit a callable (ui.shell.page.csv_download): the file is made on the click,
     and it holds the panel's table for the settings on screen."""
     open_page(page, server_url, timeout=180_000)
     open_page(page, f"{server_url}/retrieval?qnorm=300", timeout=180_000, last=LAST)

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.e2e.conftest import assert_no_exception, open_page, pick_option, screenshot, wait_for_run
-from ui import offscreen
+from ui.shell import offscreen
 
 pytestmark = pytest.mark.e2e
 TITLES = ("() => [...document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\")]"
@@ -45,7 +45,7 @@ def test_a_click_in_a_fragment_updates_the_section_and_the_address(server_url, p
 def test_a_control_that_feeds_a_group_of_sections_redraws_them_in_the_browser(server_url, page):
     # Masks' layer picker redraws what reads it in sections 2-4 (by key, tests/app/test_sections.py); here a student's
     # pick in chromium: the section's heatmaps follow, the address follows, and the group's blocks are skipped
-    # out of sight one by one, as the page's own blocks are (ui/offscreen.py)
+    # out of sight one by one, as the page's own blocks are (ui/shell/offscreen.py)
     open_page(page, server_url, timeout=240_000)
     open_page(page, f"{server_url}/masks", timeout=240_000, last="text=5. What sparsity saves")
     page.wait_for_function(f"() => ({TITLES})().some(t => t.startsWith('own mask · layer 0'))", timeout=60_000)

@@ -1,6 +1,6 @@
 """`streamlit run serve.py` warms the app up when the server starts; `streamlit run app.py` at the first visit.
 
-The warm-up thread (ui/warmup.py) ends with one line in the server's log ("warm-up done in ... s"). Both
+The warm-up thread (ui/server/warmup.py) ends with one line in the server's log ("warm-up done in ... s"). Both
 servers start side by side: serve.py's line must come before any browser has connected, while app.py's
 must not come until a page is opened; then each serves Home.
 """
@@ -72,7 +72,7 @@ def get(url: str, **headers) -> tuple[dict, bytes]:
 
 
 def test_served_frontend_code_is_compressed_once_and_decodes_to_streamlits_file(server_url, page):
-    """serve.py's ui/compressed_static.py on the real server: the app's main script and Plotly's chunk
+    """serve.py's ui/server/compressed_static.py on the real server: the app's main script and Plotly's chunk
     (the largest) come gzip-compressed to a browser that takes gzip and decode to exactly the bytes
     Streamlit sends uncompressed; a chart page in chromium draws from them."""
     import gzip

@@ -1,5 +1,5 @@
 """The Attention page's cached work: one hooked run per (input, temperature), shared by every panel,
-and its figures, built once per distinct input (see ui.figures.cached)."""
+and its figures, built once per distinct input (see ui.shell.figures.cached)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 
 from core.analysis import attention as A
 from core.figures import attention as F
-from ui import runs
-from ui.figures import cached
-from ui.memo import memo
-from ui.sidebar import Selection
+from ui.shell import runs
+from ui.shell.figures import cached
+from ui.shell.memo import memo
+from ui.shell.sidebar import Selection
 
 grid_figure = cached(F.overview_grid)
 head_figure = cached(F.head_heatmap)

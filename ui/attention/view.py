@@ -4,20 +4,10 @@ temperature, compare and export. pages/attention.py calls them in reading order.
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every AppTest run, and this is most of the page's code.
 
-What a click reruns: the views One head, Step by step, Why divide by √d_k and Compare each hold a
-fragment (`@st.fragment`: `head_query`, `arithmetic_steps`, `scale_draws`, `compare_pair`), because
-their own controls (query row, toy numbers, d_k, head B, input B) change only their own figures; a
-view's heading and opening explanation sit outside its fragment, so a click does not redraw them.
-The attention kind, layer, head and temperature above the views are drawn outside every fragment,
-and each part of the open view that reads one of them (a heading or text that names a value, a
-figure, the metrics and tables, the downloads, and `head_query`, `arithmetic_steps` and
-`compare_pair`, which also read them) is a keyed fragment (`@st.fragment(key=...)`) reading them
-from the session: a change reruns by key (`reruns=`, ui.params.rerun_only) only those parts of the
-OPEN view that read it (READS_KIND, READS_LAYER, READS_HEAD, READS_TEMP by view), not the headings,
-text and formulas around them, nor `scale_draws`; the kind also reruns its own caption and
-`query_row` (the query row kept valid for its tokens). A change that no part of the open view reads
-reruns `nothing_read`, a fragment that draws nothing (a rerun needs at least one key). The view
-buttons rerun the page (only the open view is drawn).
+What a click reruns: the kind, layer, head and temperature above the views are read by sections
+(ui.shell.sections: `@S.section(..., reads=..., view=...)`), and a change reruns those of the open view alone;
+the views' own controls (query row, toy numbers, d_k, head B, input B) sit inside the section they change.
+The view buttons rerun the page (only the open view is drawn).
 """
 
 from __future__ import annotations
@@ -31,13 +21,13 @@ import streamlit as st
 
 from core.analysis import attention as A
 from core.figures.heatmaps import EXACT_CELLS
-from ui.attention_runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
+from ui.attention.runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
                                grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
                                spread_figure, steps_figure, sweep)
-from ui import offscreen
-from ui.page import pick_index, rows_table, try_this
-from ui.params import Choice, Flag, Float, Int, Params, Text, general, view_readers
-from ui.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
+from ui.shell.page import pick_index, rows_table, try_this
+from ui.shell.params import Choice, Flag, Float, Int, Params, Text, general
+from ui.shell.sections import Sections
+from ui.shell.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
 
 TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 STEPS_HEAD, STEPS_TOY = "head", "toy"
@@ -81,54 +71,17 @@ URL = Params(
 # The view: which attention, layer, head, query and temperature (all in the URL)
 # ---------------------------------------------------------------------------------------------
 
-# The fragments of the views that read the kind, layer, head and temperature picked above the views, by view and
-# by what they read: a control reruns only those of the open view (`rerun_only`), not the headings, text and
-# formulas around them, nor the parts that read none of the four (the random draws of 'Why √d_k').
-KIND_BLURB, QUERY_ROW = "attention.kind.blurb", "attention.query_row"
-GRID_HEADS = "attention.grid.heads"
-HEAD_INTRO, HEAD_QUERY = "attention.head.intro", "attention.head.query"
-STEPS_NUMBERS = "attention.steps.numbers"
-TEMP_ENTROPY, TEMP_PREDICTIONS = "attention.temp.entropy", "attention.temp.predictions"
-SCALE_MODEL = "attention.scale.model"
-CMP_PAIR = "attention.compare.pair"
-EXPORT_FILES = "attention.export.files"
-NOTHING_READ = "attention.nothing"  # draws nothing: what a change reruns when no part of the open view reads it
-READS_KIND = {VIEW_GRID: (GRID_HEADS,), VIEW_HEAD: (HEAD_INTRO, HEAD_QUERY), VIEW_STEPS: (STEPS_NUMBERS,),
-              VIEW_TEMP: (TEMP_ENTROPY, TEMP_PREDICTIONS), VIEW_SCALE: (SCALE_MODEL,), VIEW_CMP: (CMP_PAIR,),
-              VIEW_EXPORT: (EXPORT_FILES,)}
-READS_LAYER = {VIEW_GRID: (GRID_HEADS,), VIEW_HEAD: (HEAD_INTRO, HEAD_QUERY), VIEW_STEPS: (STEPS_NUMBERS,),
-               VIEW_TEMP: (TEMP_ENTROPY,), VIEW_SCALE: (), VIEW_CMP: (CMP_PAIR,), VIEW_EXPORT: ()}
-READS_HEAD = READS_LAYER
-READS_TEMP = {VIEW_GRID: (GRID_HEADS,), VIEW_HEAD: (HEAD_QUERY,), VIEW_STEPS: (STEPS_NUMBERS,),
-              VIEW_TEMP: (TEMP_ENTROPY, TEMP_PREDICTIONS), VIEW_SCALE: (), VIEW_CMP: (CMP_PAIR,),
-              VIEW_EXPORT: (EXPORT_FILES,)}
-
-
 def open_view() -> str:
     """The open view's URL value, from the session (where the view buttons keep it)."""
     return URL.view.now()
 
 
-def reading_kind() -> tuple:
-    """The fragments the kind reruns now (named when it changes: they depend on the open view): its caption
-    and the query row (the query tokens are the kind's) first, then the open view's."""
-    return (KIND_BLURB, QUERY_ROW, *READS_KIND.get(open_view(), ()))
-
-
-reading_layer = view_readers(READS_LAYER, open_view, NOTHING_READ)  # the fragments a control reruns when it changes
-reading_head = view_readers(READS_HEAD, open_view, NOTHING_READ)
-reading_temp = view_readers(READS_TEMP, open_view, NOTHING_READ)
-
-
-@st.fragment(key=NOTHING_READ)  # a change that no part of the open view reads reruns it (rerun_only)
-def nothing_read() -> None:
-    """Nothing: the rerun of a change that the open view does not read (its URL is written by rerun_only). An
-    empty container is not drawn, so a full run shows nothing of it."""
+S = Sections("attention", open_view=open_view)  # its sections say which of kind, layer, head and temp they read
 
 
 def pick_kind(sel: Selection) -> None:
     """Which attention to look at: only encoder-decoder models have more than one kind. A change reruns its
-    caption, the query row and the parts of the open view that read it (`reading_kind`)."""
+    caption, the query row and the sections of the open view that read it."""
     kinds = A.attention_kinds(sel.arch)
     by_key = {k.key: k for k in kinds}
     if len(kinds) == 1:
@@ -140,23 +93,32 @@ def pick_kind(sel: Selection) -> None:
         URL.kind.clear()
         return
     URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
-                    format_func=lambda k: by_key[k].label, reruns=reading_kind)
+                    format_func=lambda k: by_key[k].label)
     kind_blurb(sel)
 
 
-@st.fragment(key=KIND_BLURB)  # the kind reruns it (rerun_only)
+@S.section("kind.blurb", reads=("kind",))
 def kind_blurb(sel: Selection) -> None:
     """The picked kind's one-line description, under the kind buttons."""
     st.caption(picked(sel).kind.blurb)
 
 
+@S.section("query_row", reads=("kind",))  # it draws nothing
+def query_row(sel: Selection) -> None:
+    """The query row, made valid for the kind's query tokens and written to the URL. It is picked inside the
+    views about one query (One head, Step by step); the others keep its value, so it survives a trip through
+    them. An empty container is not drawn, so a full run shows nothing of it."""
+    n_q = len(picked(sel).q_tokens)
+    URL.query.write(URL.query.seed(hi=n_q - 1, default=n_q - 1))
+
+
 def pick_temperature() -> None:
     """The softmax temperature T for this page's runs (scores are divided by T); 1 = as trained. A change
-    reruns the parts of the open view that read it (`reading_temp`)."""
+    reruns the sections of the open view that read it."""
     URL.temp.widget(st.select_slider, "Temperature T (divides every score before softmax; 1 = as trained)",
                     format_func=general,
                     help="A per-call option: the shared model is not changed. T < 1 sharpens every "
-                         "row towards one key, T > 1 flattens it towards uniform.", reruns=reading_temp)
+                         "row towards one key, T > 1 flattens it towards uniform.")
 
 
 def pick_view() -> str:
@@ -184,7 +146,7 @@ def overview_panel(sel: Selection):
     overview_heads(sel)
 
 
-@st.fragment(key=GRID_HEADS)  # the kind, the layer, the head and the temperature rerun it (rerun_only)
+@S.section("grid.heads", reads=("kind", "layer", "head", "temp"), view=VIEW_GRID)
 def overview_heads(sel: Selection) -> None:
     """The reading guide (its rounding note depends on the kind's tokens) and the grid of every head."""
     v = picked(sel)
@@ -205,7 +167,7 @@ def head_panel(sel: Selection):
     head_query(sel)
 
 
-@st.fragment(key=HEAD_INTRO)  # the kind, the layer and the head rerun it (rerun_only)
+@S.section("head.intro", reads=("kind", "layer", "head"), view=VIEW_HEAD)
 def head_intro(sel: Selection) -> None:
     """The view's heading, which names the layer and the head, and its reading guide (whose rounding note
     depends on the kind's tokens)."""
@@ -217,9 +179,8 @@ def head_intro(sel: Selection) -> None:
                 f"heatmap to read a weight{_rounding_note(len(v.q_tokens) * len(v.k_tokens))}.")
 
 
-# local: the query slider redraws only itself, the heatmap, the lines, the bars and the mask note; the kind, the
-# layer, the head and the temperature rerun it too (rerun_only)
-@st.fragment(key=HEAD_QUERY)
+# local: the query slider redraws only itself, the heatmap, the lines, the bars and the mask note
+@S.section("head.query", reads=("kind", "layer", "head", "temp"), view=VIEW_HEAD)
 def head_query(sel: Selection):
     """The query picker and everything it marks: the heatmap's outlined row, the orange lines and the bars.
     A new query row changes only these, so the heading and the explanation above stay as drawn."""
@@ -424,9 +385,8 @@ def arithmetic_panel(sel: Selection):
     arithmetic_steps(sel)
 
 
-# local: its radio, query slider and toy inputs redraw only the radio and the steps below it; the kind, the layer,
-# the head and the temperature rerun it too (rerun_only)
-@st.fragment(key=STEPS_NUMBERS)
+# local: its radio, query slider and toy inputs redraw only the radio and the steps below it
+@S.section("steps.numbers", reads=("kind", "layer", "head", "temp"), view=VIEW_STEPS)
 def arithmetic_steps(sel: Selection):
     """Which numbers to follow (this head or the scalar example) and their steps. The heading and the
     general formula above do not depend on these controls, so a click leaves them as drawn."""
@@ -458,7 +418,7 @@ def temperature_panel(sel: Selection):
                    "answer, ✗ = it is not.")
 
 
-@st.fragment(key=TEMP_ENTROPY)  # the kind, the layer, the head and the temperature rerun it (rerun_only)
+@S.section("temp.entropy", reads=("kind", "layer", "head", "temp"), view=VIEW_TEMP)
 def temperature_entropy(sel: Selection) -> None:
     """The open head's mean entropy at T = 1 and at T, the mean over every head, and each row's entropy."""
     v = picked(sel)
@@ -480,7 +440,7 @@ def temperature_entropy(sel: Selection) -> None:
                     key="attention.fig_entropy", config=PNG)
 
 
-@st.fragment(key=TEMP_PREDICTIONS)  # the kind and the temperature rerun it (rerun_only)
+@S.section("temp.predictions", reads=("kind", "temp"), view=VIEW_TEMP)
 def temperature_predictions(sel: Selection) -> bool:
     """The model's right answers and predictions at T = 1 and at T, from the kind's run (its logits differ from
     another kind's by float noise only, but they are what a full run shows). Returns whether the input has scored
@@ -588,7 +548,7 @@ def scale_draws() -> None:
     scale_curves(d_k, n_keys, scaled, seed)
 
 
-@st.fragment(key=SCALE_MODEL)  # the kind reruns it (rerun_only)
+@S.section("scale.model", reads=("kind",), view=VIEW_SCALE)
 def scale_model_spread(sel: Selection) -> None:
     """The current model's own spread of raw q·k per layer and head, next to √d_head."""
     cfg = sel.model.cfg
@@ -678,9 +638,8 @@ def compare_panel(sel: Selection):
     compare_pair(sel)
 
 
-# local: the mode, head B and input B redraw only these controls, A, B, A − B and the summary; the kind, the
-# layer, the head and the temperature rerun it too (rerun_only)
-@st.fragment(key=CMP_PAIR)
+# local: the mode, head B and input B redraw only these controls, A, B, A − B and the summary
+@S.section("compare.pair", reads=("kind", "layer", "head", "temp"), view=VIEW_CMP)
 def compare_pair(sel: Selection):
     """The mode and B's controls, then A, B and their difference. The heading and the reading guide above
     do not depend on them, so a click leaves those as drawn."""
@@ -740,7 +699,7 @@ def export_panel(sel: Selection):
                "model, kind and temperature (no pickle needed).")
 
 
-@st.fragment(key=EXPORT_FILES)  # the kind and the temperature rerun it (rerun_only)
+@S.section("export.files", reads=("kind", "temp"), view=VIEW_EXPORT)
 def export_files(sel: Selection) -> None:
     """The tensor's shape, kind and temperature, and the two downloads of it."""
     v = picked(sel)
@@ -794,27 +753,17 @@ def picked(sel: Selection) -> View:
 
 def controls(sel: Selection) -> None:
     """The kind picker and the layer / head / temperature bar, seeded from and written to the URL, then the query
-    row kept for the kind's tokens. Each reruns only the parts of the open view that read it (`reading_kind`,
-    `reading_layer`, `reading_head`, `reading_temp`)."""
+    row kept for the kind's tokens. Each reruns only the sections of the open view that read it."""
     cfg = sel.model.cfg
     pick_kind(sel)
     with st.container(border=True):
         c1, c2 = st.columns([2, 3])
         with c1:
-            pick_index(URL.layer, "Layer", cfg.n_layers, reruns=reading_layer)
+            pick_index(URL.layer, "Layer", cfg.n_layers)
         with c2:
-            pick_index(URL.head, "Head", cfg.n_heads, reruns=reading_head)
+            pick_index(URL.head, "Head", cfg.n_heads)
         pick_temperature()
     query_row(sel)
-
-
-@st.fragment(key=QUERY_ROW)  # the kind reruns it (rerun_only); it draws nothing
-def query_row(sel: Selection) -> None:
-    """The query row, made valid for the kind's query tokens and written to the URL. It is picked inside the
-    views about one query (One head, Step by step); the others keep its value, so it survives a trip through
-    them. An empty container is not drawn, so a full run shows nothing of it."""
-    n_q = len(picked(sel).q_tokens)
-    URL.query.write(URL.query.seed(hi=n_q - 1, default=n_q - 1))
 
 
 def draw(sel: Selection) -> None:
@@ -853,9 +802,8 @@ def draw(sel: Selection) -> None:
 
 
 def body(sel: Selection) -> None:
-    """Everything below the title: the controls, then the open view, whose parts that read the controls are
-    fragments the controls rerun by key (the open view's alone); the view buttons rerun the page."""
-    with offscreen.section_group("attention"):
+    """Everything below the title: the controls, then the open view, whose sections the controls rerun by key
+    (the open view's alone); the view buttons rerun the page."""
+    with S.group():
         controls(sel)
         draw(sel)
-        nothing_read()

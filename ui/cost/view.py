@@ -2,18 +2,13 @@
 path length, the memory of training, and the same counts at famous models' sizes.
 pages/cost.py calls them in reading order.
 
-The measuring is core.analysis.cost's, cached per device and setting in ui.cost_runs; the figures
+The measuring is core.analysis.cost's, cached per device and setting in ui.cost.runs; the figures
 come from core.figures.cost.
 
 What a click reruns: d, heads, b and the longest n feed the measured parts of every section, and
-Measure again those of the time and steps sections. The controls (and the button) are drawn outside
-every fragment, and each run of elements that reads one of them is a keyed fragment
-(`@st.fragment(key=...)`) that the control reruns by key (`reruns=`, ui.params.rerun_only), reading
-the setting from the session (`setting`): a change redraws those parts and nothing else, not the
-sidebar, the title, the headers, text, formulas or "Try this" boxes. The model-size picker of the last
-section changes only that section's counts: the picker and what reads it are a fragment
-(`preset_counts`, which b reruns too), and the section's header, explanation and formula are drawn on
-full runs only.
+Measure again those of the time and steps sections: they are sections (ui.shell.sections:
+`@S.section(..., reads=...)`) reading the setting from the session (`setting`), and a change reruns them
+alone. The model-size picker sits inside the section it changes (`preset_counts`, which b reruns too).
 """
 
 from __future__ import annotations
@@ -25,11 +20,12 @@ from streamlit.errors import StreamlitAPIException
 
 from core.analysis import cost as A
 from core.families import SIZE_PRESETS
-from ui import cost_runs as R
-from ui import precomputed
-from ui.page import csv_download, number_table, rows_table, try_this
-from ui.params import Choice, Params, rerun_only
-from ui.sidebar import Selection
+from ui.cost import runs as R
+from ui.shell import precomputed
+from ui.shell.page import csv_download, number_table, rows_table, try_this
+from ui.shell.params import Choice, Params
+from ui.shell.sections import Sections
+from ui.shell.sidebar import Selection
 
 D_CHOICES = (16, 32, 64, 128, 256, 512)
 HEAD_CHOICES = (1, 2, 4, 8)
@@ -39,16 +35,6 @@ N_MIN = 32
 PRESET_NS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 RUN_KEY, REMEASURE_KEY = "cost.run", "cost.remeasure"
 
-# The fragments that read the sweep's controls, by what they read: a control reruns only those (`rerun_only`),
-# not the text, formulas and prompts around them, which none of the controls changes.
-SWEEP_INTRO, SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY, SWEEP_PRESETS = (
-    "cost.sweep.intro", "cost.sweep.time", "cost.sweep.steps", "cost.sweep.memory", "cost.sweep.presets")
-READS_D = (SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY)  # the steps read the time sweep, measured at every setting
-READS_HEADS = (SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY)
-READS_BLOCK = (SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY, SWEEP_PRESETS)  # the counts' chunked memory holds b keys
-READS_NMAX = (SWEEP_INTRO, SWEEP_TIME, SWEEP_STEPS, SWEEP_MEMORY)
-READS_RUN = (SWEEP_TIME, SWEEP_STEPS)  # Measure again: a fresh time sweep
-
 URL = Params(
     "cost",
     Choice("d", 64, choices=D_CHOICES),
@@ -57,6 +43,7 @@ URL = Params(
     Choice("nmax", 1024, choices=NMAX_CHOICES),
     Choice("preset", "original", choices=tuple(SIZE_PRESETS)),
 )
+S = Sections("cost")  # its sections say which of d, heads, b, nmax and run (Measure again) they read
 
 
 def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
@@ -76,26 +63,26 @@ def seed_url(sel: Selection) -> None:
 
 def controls(sel: Selection) -> A.Setting:
     """The sweep's controls in one row: width d, heads, block b and the longest n. Each control reruns only the
-    fragments that read it (READS_*), which read the setting from the session (`setting`); the setting returned
+    sections that read it, which read the setting from the session (`setting`); the setting returned
     is this full run's, of which the panels read only the device (a sidebar choice: full runs only)."""
     st.markdown(f"**What is measured, on a real `{sel.device}`.** Every figure below marked *measured* was timed or "
                 "counted by this app, never copied from a paper: on this server when you pick a setting nobody picked "
                 "before or press **Measure again**, and for the settings a default visit or a lesson opens, on the "
                 "machine that built this copy (each caption says which).")
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
-    d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)", reruns=READS_D,
+    d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)",
                      help="Attention costs about n²·d, the recurrent layer n·d²: d moves the crossover.")
-    heads = URL.heads.widget(c2.segmented_control, "heads h", required=True, format_func=str, reruns=READS_HEADS,
+    heads = URL.heads.widget(c2.segmented_control, "heads h", required=True, format_func=str,
                              help="d is split over h heads of d/h; memory of the patterns grows with h.")
-    b = URL.b.widget(c3.segmented_control, "block b", required=True, format_func=str, reruns=READS_BLOCK,
+    b = URL.b.widget(c3.segmented_control, "block b", required=True, format_func=str,
                      help="Block size of block-sparse attention and of the chunked attention's key blocks.")
-    nmax = URL.nmax.widget(c4.selectbox, "longest n", format_func=lambda n: f"{n:,}", reruns=READS_NMAX,
+    nmax = URL.nmax.widget(c4.selectbox, "longest n", format_func=lambda n: f"{n:,}",
                            help="The sweep doubles n from 32 up to this.")
     return A.Setting(ns=powers_of_two(N_MIN, nmax), d_model=d, n_heads=heads, block=b, device=sel.device)
 
 
 def setting(device: str) -> A.Setting:
-    """The setting the controls hold now, read from the session: a fragment that a control reruns sees the new
+    """The setting the controls hold now, read from the session: a section that a control reruns sees the new
     value (its arguments are those of the page's last full run, where `controls` drew and checked them)."""
     return A.Setting(ns=powers_of_two(N_MIN, int(URL.nmax.now())), d_model=int(URL.d.now()),
                      n_heads=int(URL.heads.now()), block=int(URL.b.now()), device=device)
@@ -110,9 +97,9 @@ def measured_times(device: str) -> tuple[A.Setting, int, dict]:
 
 def remeasure() -> None:
     """Measure again's on_click: a new count for the time sweep (a fresh measurement), then a rerun of only the
-    fragments that read it (READS_RUN)."""
+    sections that read it ("run")."""
     st.session_state[RUN_KEY] = st.session_state.get(RUN_KEY, 0) + 1
-    rerun_only(None, REMEASURE_KEY, None, READS_RUN)
+    S.rerun("run")
 
 
 def with_progress(fn, *args, label: str):
@@ -134,7 +121,7 @@ def download(rows: list[dict], name: str, label: str = "Download CSV") -> None:
 
 
 def stamp(sweep: dict, shipped: Optional[str] = None) -> str:
-    """Where and when a sweep was measured (`shipped`: ui.precomputed's note when the build measured it)."""
+    """Where and when a sweep was measured (`shipped`: ui.shell.precomputed's note when the build measured it)."""
     if shipped:
         return (f"A cached measurement, {shipped} (one CPU thread), shown to every student at this setting; "
                 "**Measure again** times this server.")
@@ -167,7 +154,7 @@ def time_panel(s: A.Setting) -> None:
     )
 
 
-@st.fragment(key=SWEEP_INTRO)  # the longest n reruns it (rerun_only)
+@S.section("sweep.intro", reads=("nmax",))
 def time_intro() -> None:
     """What is timed, up to the longest n the control holds now."""
     ns = powers_of_two(N_MIN, int(URL.nmax.now()))
@@ -183,7 +170,7 @@ def time_intro() -> None:
     )
 
 
-@st.fragment(key=SWEEP_TIME)  # d, heads, b, the longest n and Measure again rerun it (rerun_only)
+@S.section("sweep.time", reads=("d", "heads", "b", "nmax", "run"))
 def time_measured(device: str) -> None:
     """The time sweep at the setting the controls hold now: the crossovers, the chart, where it was measured, the
     slopes and the times (with their downloads)."""
@@ -260,7 +247,7 @@ def steps_panel(s: A.Setting) -> None:
     )
 
 
-@st.fragment(key=SWEEP_STEPS)  # d, heads, b, the longest n and Measure again rerun it (rerun_only)
+@S.section("sweep.steps", reads=("d", "heads", "b", "nmax", "run"))  # after the time sweep, which it reads
 def steps_counted(device: str) -> None:
     """The steps and path lengths up to the longest n, with the RNN's steps counted in the time sweep at the
     setting the controls hold now (memoised: the time section has just measured it): chart, table, download."""
@@ -302,7 +289,7 @@ def memory_panel(s: A.Setting) -> None:
     )
 
 
-@st.fragment(key=SWEEP_MEMORY)  # d, heads, b and the longest n rerun it (rerun_only)
+@S.section("sweep.memory", reads=("d", "heads", "b", "nmax"))
 def memory_measured(device: str) -> None:
     """The memory sweep at the setting the controls hold now: chart, ratio and slopes, how it was measured, the
     table and its download."""
@@ -348,7 +335,7 @@ def presets_panel(s: A.Setting) -> None:
 
 
 # local: the model size redraws only the picker, the counts, their chart, table and prompts
-@st.fragment(key=SWEEP_PRESETS)  # b reruns it too (rerun_only)
+@S.section("sweep.presets", reads=("b",))  # the chunked counts hold blocks of b
 def preset_counts() -> None:
     """The model-size picker and everything that reads it: the size's numbers, the counted curves, the table,
     its download and the prompts quoting its numbers (the explanation above is drawn once). The chunked counts
@@ -373,3 +360,11 @@ def preset_counts() -> None:
         f"{rows[-1]['chunked keeps, MiB (all maps)'] / 1024:,.1f} GiB chunked: this is why long-context models use chunked "
         "(flash) attention.",
     )
+
+
+def default_measurements(device: str) -> list:
+    """(memo, arguments) of what a default visit measures, for the server's warm-up (ui.server.warmup): the
+    time and memory sweeps at the URL's defaults."""
+    setting = A.Setting(ns=powers_of_two(N_MIN, URL.nmax.default), d_model=URL.d.default,
+                        n_heads=URL.heads.default, block=URL.b.default, device=device)
+    return [(R.time_sweep, (setting, 0)), (R.memory_sweep, (setting,))]

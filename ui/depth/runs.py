@@ -3,9 +3,9 @@ experiment, the trained twins, the path curves, and the page's figures. Kept in 
 page file) so each cache is made once per process: a cache defined in a page script would be
 rebuilt on every rerun.
 
-Every cache is a process-wide ui.memo memo. Plain values in; results are shared by every session,
+Every cache is a process-wide ui.shell.memo memo. Plain values in; results are shared by every session,
 so they are frozen read-only. The shared model is only ever called. The slow ones (the random
-stacks, the twins) are shown with a spinner by ui.depth_view when `memo.has(...)` says they are new.
+stacks, the twins) are shown with a spinner by ui.depth.view when `memo.has(...)` says they are new.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from core.analysis import depth_tables as T
 from core.figures import depth as F
 from core.hyper import HyperConfig, HyperTransformer
 from core.tasks import get_task
-from ui import measure_process, models
-from ui.figures import cached
-from ui.memo import freeze, memo
-from ui.runs import model_inputs
+from ui.server import measure_process
+from ui.shell import models
+from ui.shell.figures import cached
+from ui.shell.memo import freeze, memo
+from ui.shell.runs import model_inputs
 
 PATH_NS = sorted({2 ** k for k in range(1, 13)} | {3 * 2 ** k for k in range(0, 11)})  # 2 .. 4096
 TWIN_SAMPLES = 64
@@ -51,8 +52,8 @@ def backward_data(cache_key: tuple, prefix: str, kind: str, position: int, targe
 @memo(maxsize=256)
 def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int, noise: float) -> A.DepthProfile:
     """One random stack's gradient profile (each variant cached on its own). Slow on a miss: the view
-    shows a spinner then. Built in the worker process (ui.measure_process), away from the other
-    students' page runs (those one change from the default ship with the app, ui.precomputed)."""
+    shows a spinner then. Built in the worker process (ui.server.measure_process), away from the other
+    students' page runs (those one change from the default ship with the app, ui.shell.precomputed)."""
     return freeze(measure_process.measure(A.depth_profile, variant, n_layers, gain, seed, streams, noise))
 
 
@@ -62,7 +63,7 @@ def experiment(variant: str, n_layers: int, gain: float, seed: int, streams: int
 
 @memo(maxsize=64)
 def stack_table(runs: tuple[tuple, ...]) -> list[dict]:
-    """The table of the random stacks `runs` (ui.depth_view's experiment), one row per stack."""
+    """The table of the random stacks `runs` (ui.depth.view's experiment), one row per stack."""
     return T.stack_rows({args[0]: experiment(*args) for args in runs})
 
 
@@ -155,7 +156,7 @@ def model_paths(cache_key: tuple, prefix: str, threshold: float) -> tuple[int | 
     return freeze((needed, fields, graphs.shape[0]))
 
 
-# Figures, built once per distinct input for every session (see ui.figures.cached).
+# Figures, built once per distinct input for every session (see ui.shell.figures.cached).
 stage_figure = cached(F.stage_heatmap)
 contribution_figure = cached(F.contribution_figure)
 lens_figure = cached(F.logit_lens_figure)

@@ -4,18 +4,13 @@ random 48-layer stacks with the seed's bounds, hyper-connections, the bundled pr
 and long-range paths (hop model vs attention graphs vs RNN). pages/depth.py calls them one after another.
 
 Kept in a module (not the page file) so it is compiled once per process. Every control a shared link
-may set is a URL parameter of the `URL` table below; cached work comes from ui.depth_runs, the
+may set is a URL parameter of the `URL` table below; cached work comes from ui.depth.runs, the
 numbers from core.analysis.depth and core.analysis.depth_tables.
 
-What a click reruns: the stack, position and objective at the top feed only figures of sections 1 and
-2, and the experiment's own controls (L, gain, seed, measure, stacks, streams, noise) only the bounds,
-charts and tables of section 3 and the Sinkhorn mixing of the hyper-connections. Those controls are
-drawn outside every fragment, and each figure (or run of elements) that reads one of them is a keyed
-fragment (`@st.fragment(key=...)`) that the control reruns by key (`reruns=`, ui.params.rerun_only),
-reading the control from the session: a change redraws those parts and nothing else. ρ (the bounds)
-and the Sinkhorn sublayer change only their own figures, and so do the long-range paths' n, H and τ:
-those parts are fragments of their own (`@st.fragment`), and the headers, text, formulas and "Try
-this" boxes around them are drawn outside them.
+What a click reruns: the stack, position and objective (sections 1 and 2) and the experiment's controls
+(section 3 and the Sinkhorn mixing) are read by sections (ui.shell.sections: `@S.section(..., reads=...)`),
+and a change reruns those alone; ρ, the Sinkhorn sublayer and the long-range paths' n, H and τ sit inside
+the fragment they change.
 """
 
 from __future__ import annotations
@@ -30,11 +25,12 @@ import streamlit as st
 from core.analysis import depth as A
 from core.analysis import depth_tables as T
 from core.tasks import IGNORE
-from ui import depth_runs as R
-from ui import offscreen, query
-from ui.page import computed, rows_table, try_this
-from ui.params import Choice, Float, Int, Multi, Params, general
-from ui.sidebar import Selection
+from ui.depth import runs as R
+from ui.shell import query
+from ui.shell.page import computed, rows_table, try_this
+from ui.shell.params import Choice, Float, Int, Multi, Params, general
+from ui.shell.sections import Sections
+from ui.shell.sidebar import Selection
 
 VARIANT_NAMES = tuple(A.VARIANTS)
 DEFAULT_VARIANTS = ("pre-LN", "post-LN", "no norm", "no residual", "hyper (Sinkhorn)")
@@ -89,6 +85,7 @@ URL = Params(
     Int("H", 4, lo=1, hi=16),
     Choice("tau", 0.1, choices=TAUS),
 )
+S = Sections("depth")  # its sections say which of the focus and experiment controls they read
 
 # ---------------------------------------------------------------------------------------------
 # Reading the URL before the header, and the controls of sections 1 and 2
@@ -138,33 +135,23 @@ class Focus:
     scored: list[int]  # output positions with a right answer
 
 
-# The fragments of sections 1 and 2 that read the focus controls, by what they read: a control reruns only
-# those (`rerun_only`), not the text, formulas and logit lens around them, which none of the three changes.
-FOCUS_NORMS, FOCUS_CONTRIB, FOCUS_GRADS, FOCUS_SALIENCY = (
-    "depth.focus.norms", "depth.focus.contrib", "depth.focus.grads", "depth.focus.saliency")
-READS_STACK = (FOCUS_NORMS, FOCUS_CONTRIB, FOCUS_GRADS, FOCUS_SALIENCY)
-READS_POSITION = (FOCUS_CONTRIB, FOCUS_GRADS, FOCUS_SALIENCY)
-READS_OBJECTIVE = (FOCUS_GRADS, FOCUS_SALIENCY)
-
-
 def controls(sel: Selection) -> None:
     """The model's facts, then the stack, position and objective controls of sections 1 and 2. Each control
-    reruns only the fragments that read it (READS_*)."""
+    reruns only the sections that read it."""
     cfg, encdec = sel.model.cfg, is_encdec(sel)
     st.caption(f"Sidebar model: **{sel.model_id}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
                f"d_model {cfg.d_model} · LayerNorm **{cfg.norm}** · residual {'on' if cfg.residual else 'off'}.")
     cols = st.columns([1, 2, 2]) if encdec else [None] + st.columns(2)
     if encdec:
-        URL.stack.widget(cols[0].radio, "Stack", reruns=READS_STACK,
+        URL.stack.widget(cols[0].radio, "Stack",
                          help="Residual norms and gradients of this stack. The logit lens always reads the decoder.")
     else:
         URL.stack.clear()
     labels = sel.query_tokens
     URL.at.widget(cols[1].selectbox, "Position", hi=len(labels) - 1, default=default_position(sel),
-                  format_func=lambda i: f"{i}: {labels[i]}", reruns=READS_POSITION,
+                  format_func=lambda i: f"{i}: {labels[i]}",
                   help="Used by the contribution waterfall and by the one-logit gradient.")
-    URL.obj.widget(cols[2].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get,
-                   reruns=READS_OBJECTIVE)
+    URL.obj.widget(cols[2].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get)
     if not A.scored_positions(sel.targets, len(sel.query_tokens)):
         st.info("This input has no position with a right answer, so there is no loss: gradients are of the "
                 "model's own top logit at the chosen position.")
@@ -187,8 +174,8 @@ def focus(sel: Selection) -> Focus:
 
 def focus_sections(sel: Selection) -> None:
     """The focus controls, then sections 1 (forward) and 2 (backward), whose figures read them: each figure that
-    does is a fragment the controls rerun by key, so a change redraws those figures and nothing else."""
-    with offscreen.section_group("depth-focus"):
+    does is a section the controls rerun by key, so a change redraws those figures and nothing else."""
+    with S.group("depth-focus"):
         controls(sel)
         forward_panel(sel)
         backward_panel(sel)
@@ -196,9 +183,9 @@ def focus_sections(sel: Selection) -> None:
 
 def experiment_sections() -> None:
     """Section 3 (the depth experiment) and section 4 (hyper-connections), which draws its stacks. The
-    experiment's controls rerun only the fragments that read them (READS_BUILD, READS_VIEW): the bounds,
-    charts and tables of section 3 and the Sinkhorn mixing, not the text around them."""
-    with offscreen.section_group("depth-experiment"):
+    experiment's controls rerun only the sections that read them: the bounds, charts and tables of section 3
+    and the Sinkhorn mixing, not the text around them."""
+    with S.group("depth-experiment"):
         experiment_panel()
         hyper_panel()
 
@@ -222,7 +209,7 @@ def stream_size_section(sel: Selection) -> None:
     norms_chart(sel)
 
 
-@st.fragment(key=FOCUS_NORMS)  # the stack reruns it (rerun_only)
+@S.section("focus.norms", reads=("stack",))
 def norms_chart(sel: Selection) -> None:
     """‖x‖ per residual state and token of the chosen stack."""
     f = focus(sel)
@@ -247,7 +234,7 @@ def contributions_section(sel: Selection) -> None:
     contribution_chart(sel)
 
 
-@st.fragment(key=FOCUS_CONTRIB)  # the stack and the position rerun it (rerun_only)
+@S.section("focus.contrib", reads=("stack", "at"))
 def contribution_chart(sel: Selection) -> None:
     """The waterfall at the chosen position of the chosen stack (and why it does not add up, post-LN)."""
     f = focus(sel)
@@ -329,7 +316,7 @@ def backward_data(sel: Selection) -> tuple[Focus, Any, str]:
     return f, R.backward_data(sel.cache_key, f.prefix, f.kind, f.position, targets), objective_text(sel, f)
 
 
-@st.fragment(key=FOCUS_GRADS)  # the stack, the position and the objective rerun it (rerun_only)
+@S.section("focus.grads", reads=("stack", "at", "obj"))
 def gradient_chart(sel: Selection) -> None:
     """What the gradient is of, with its value, and its norm at every state of the stream."""
     f, back, what = backward_data(sel)
@@ -348,7 +335,7 @@ def gradient_chart(sel: Selection) -> None:
                     key="depth.grads", width="stretch")
 
 
-@st.fragment(key=FOCUS_SALIENCY)  # the stack, the position and the objective rerun it (rerun_only)
+@S.section("focus.saliency", reads=("stack", "at", "obj"))
 def saliency_chart(sel: Selection) -> None:
     """Gradient × embedding per input token, for the chosen number."""
     f, back, what = backward_data(sel)
@@ -398,7 +385,7 @@ class Experiment:
     profiles: dict[str, A.DepthProfile]  # every stack of A.VARIANTS, in that order (filled in last)
 
     def run_args(self, variant: str) -> tuple:
-        """The arguments of ui.depth_runs.experiment for `variant` (streams and noise only matter to hyper stacks)."""
+        """The arguments of ui.depth.runs.experiment for `variant` (streams and noise only matter to hyper stacks)."""
         hyper = "hyper" in A.VARIANTS[variant]
         return (variant, self.n_layers, float(self.gain), self.seed, self.streams if hyper else 4,
                 float(self.noise) if hyper else 0.5)
@@ -422,27 +409,21 @@ def experiment_intro() -> None:
              r"\|g_{L-k}\| \;\le\; \rho^k\,\|g_L\| \ \ \text{without}")
 
 
-# The fragments of sections 3 and 4 that read the experiment's controls, by what they read: a control reruns
-# only those (`rerun_only`), not the text, formulas and prompts around them, which none of the controls changes.
-EXPERIMENT_BOUNDS, EXPERIMENT_MIXING = "depth.experiment.bounds", "depth.experiment.mixing"
-READS_BUILD = (EXPERIMENT_BOUNDS, EXPERIMENT_MIXING)  # L, gain, seed, streams and noise build the stacks
-READS_VIEW = (EXPERIMENT_BOUNDS,)  # the measure and the stacks shown choose what the charts draw of them
-
-
 def experiment_controls() -> None:
-    """The stacks' settings (two rows of controls). Each control reruns only the fragments that read it
-    (READS_*), which build and differentiate the stacks (`experiment`)."""
+    """The stacks' settings (two rows of controls). Each control reruns only the sections that read it, which
+    build and differentiate the stacks (`experiment`): L, gain, seed, streams and noise build them (the bounds
+    and the mixing), the measure and the stacks shown choose what the charts draw of them (the bounds)."""
     row1 = st.columns(4)
-    URL.L.widget(row1[0].slider, "Layers L", reruns=READS_BUILD)
-    URL.gain.widget(row1[1].select_slider, "Init gain", reruns=READS_BUILD,
+    URL.L.widget(row1[0].slider, "Layers L")
+    URL.gain.widget(row1[1].select_slider, "Init gain",
                     help="Weights ~ N(0, gain²/fan_in). Below about 1 the plain stack's gradient dies; "
                          "above it, it explodes.")
-    URL.iseed.widget(row1[2].slider, "Init seed", reruns=READS_BUILD)
-    URL.measure.widget(row1[3].radio, "Measure", format_func=MEASURES.get, reruns=READS_VIEW)
+    URL.iseed.widget(row1[2].slider, "Init seed")
+    URL.measure.widget(row1[3].radio, "Measure", format_func=MEASURES.get)
     row2 = st.columns([4, 1, 1])
-    URL.show.widget(row2[0].multiselect, "Stacks", reruns=READS_VIEW)
-    URL.streams.widget(row2[1].slider, "Hyper streams n", reruns=READS_BUILD)
-    URL.noise.widget(row2[2].select_slider, "Mixing noise", reruns=READS_BUILD,
+    URL.show.widget(row2[0].multiselect, "Stacks")
+    URL.streams.widget(row2[1].slider, "Hyper streams n")
+    URL.noise.widget(row2[2].select_slider, "Mixing noise",
                      help="How far the hyper-connections' initial mixing strays from identity.")
 
 
@@ -567,7 +548,7 @@ def experiment_panel() -> None:
 
 
 # local: ρ and its button redraw only the bounds, the charts and the tables of this experiment
-@st.fragment(key=EXPERIMENT_BOUNDS)  # every control of the experiment reruns it too (rerun_only)
+@S.section("experiment.bounds", reads=("L", "gain", "iseed", "measure", "show", "streams", "noise"))
 def bounds_section() -> None:
     """The seed's bounds for the chosen ρ over the experiment's curves, the table per stack and its summary."""
     e = experiment()
@@ -627,7 +608,7 @@ def hyper_panel() -> None:
 
 
 # local: the Sinkhorn sublayer redraws only its slider, the mixing matrix and the checks beside it
-@st.fragment(key=EXPERIMENT_MIXING)  # L, gain, seed, streams and noise rerun it too (rerun_only)
+@S.section("experiment.mixing", reads=("L", "gain", "iseed", "streams", "noise"))
 def hyper_mixing() -> None:
     """One sublayer's Sinkhorn mixing matrix and its doubly-stochastic checks; the text above and the prompts
     below do not read the sublayer or the experiment's controls."""
@@ -653,7 +634,7 @@ def hyper_mixing() -> None:
 
 
 def twin_measurements(pre_id: str, post_id: str, device: str) -> dict:
-    """The twins' gradients (ui.depth_runs.twins_data), with a spinner while they are first measured."""
+    """The twins' gradients (ui.depth.runs.twins_data), with a spinner while they are first measured."""
     return computed("Measuring the twins' gradients ...", R.twins_data, pre_id, post_id, device)
 
 
@@ -826,3 +807,14 @@ def paths_measured(sel: Selection) -> None:
     paths_chart_section(sel, n_path, heads, tau, needed)
     links_section(n_path, heads, tau)
     model_graph_section(sel, tau, needed, fields, model_layers)
+
+
+def default_measurements(device: str) -> list:
+    """(memo, arguments) of what a default visit measures, for the server's warm-up (ui.server.warmup): each
+    variant's experiment at the URL's defaults, and the twin models' data where the twins are bundled."""
+    U = URL
+    e = Experiment(U.L.default, U.gain.default, U.iseed.default, U.measure.default, list(U.show.default),
+                   U.streams.default, U.noise.default, {})
+    wanted = [(R.experiment, e.run_args(variant)) for variant in VARIANT_NAMES]
+    twins = R.twin_ids()
+    return wanted + ([(R.twins_data, (*twins, device))] if twins is not None else [])

@@ -1,6 +1,6 @@
 """The Generation page's cached work: the anatomy run, the decoding traces and timings, the leakage
 gradients and accuracies, and the tiny decoders trained on the page. Every cache is a process-wide
-ui.memo memo keyed by plain values, so a second student with the same view gets it at once; the
+ui.shell.memo memo keyed by plain values, so a second student with the same view gets it at once; the
 computing is core.analysis.generation's and core.analysis.leakage's.
 """
 
@@ -15,10 +15,11 @@ from core.analysis import leakage as L
 from core.device import one_thread
 from core.figures import generation as F
 from core.tasks import get_task
-from ui import measure_process, models, sidebar
-from ui.figures import cached
-from ui.memo import freeze, memo
-from ui.runs import model_inputs
+from ui.server import measure_process
+from ui.shell import models, sidebar
+from ui.shell.figures import cached
+from ui.shell.memo import freeze, memo
+from ui.shell.runs import model_inputs
 
 ENCDEC_ID = "reverse-encdec"  # the encoder-decoder the page offers when the current model has no encoder
 LEAKY_ID, PROPER_ID = "sort-peek-encdec", "sort-encdec"
@@ -116,8 +117,8 @@ def timings(model_id: str, device: str, source_len: int, prompt_len: int, steps:
 
     Timed on a stand-in input of the student's lengths: the work does not depend on which tokens are read,
     so every student with this model and these lengths shares one measurement (and the app ships the
-    default one, ui.precomputed). A decoder's source is its prompt (`source_len` == `prompt_len`). A
-    bundled model is timed in the worker process (ui.measure_process: each decoding step is many tiny
+    default one, ui.shell.precomputed). A decoder's source is its prompt (`source_len` == `prompt_len`). A
+    bundled model is timed in the worker process (ui.server.measure_process: each decoding step is many tiny
     torch calls, which in the server would wait for other students' page runs); an uploaded one, which
     only this server holds, here."""
     args = (model_id, device, source_len, prompt_len, steps, bos_id)
@@ -176,7 +177,7 @@ def leakage_accuracy(device: str) -> tuple:
 @memo(maxsize=16)
 def tiny_decoders(seed: int, steps: int) -> dict:
     """The causal and the full-mask tiny decoders trained with `seed` (a few seconds; kept for everyone),
-    trained in the worker process (ui.measure_process): thousands of small torch calls that would
+    trained in the worker process (ui.server.measure_process): thousands of small torch calls that would
     otherwise wait for, and hold up, the other students' page runs."""
     return freeze(measure_process.measure(train_tiny_decoders, seed, steps))
 
@@ -196,7 +197,7 @@ def tiny_decoders_ready(seed: int, steps: int) -> bool:
     return tiny_decoders.has(seed, steps)
 
 
-# Figures, built once per distinct input for every session (see ui.figures.cached).
+# Figures, built once per distinct input for every session (see ui.shell.figures.cached).
 diagram_figure = cached(F.family_diagram)
 tensor_figure = cached(F.tensor_heatmap)
 heads_figure = cached(F.head_contributions)

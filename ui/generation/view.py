@@ -3,25 +3,14 @@ stepper with and without a key-value cache, a leak through a bidirectional encod
 decoder is masked. pages/generation.py calls them in reading order.
 
 The numbers come from core.analysis.generation and core.analysis.leakage, the cached runs and
-figures from ui.generation_runs.
+figures from ui.generation.runs.
 
-What a click reruns: the sidebar (model, input) feeds every panel and reruns the whole page. The
-five panels share nothing else, so each holds fragments (`@st.fragment`) and a control redraws only
-its own: the hook picker and a click on a diagram dot (1, `hook_explorer`), opening the table of
-every hook (1, `hook_table`), the identities' attention, layer and seed (1, `identity_checks`);
-L_e and L_d (2, `shapes_live`); the example (4, `leak_gradients`: the gradient maps, not the fix's
-table); the training seed and Train both decoders (5, `masked_training`). Panel 3's parts that read
-its controls are keyed fragments (`@st.fragment(key=...)`) reading them from the session, and each
-control reruns by key (`reruns=`, ui.params.rerun_only) only those that read it: the prompt, drawn
-outside every fragment, reruns all of them (the number of steps, `step_count`, whose range follows
-it, and the timing, `timing_measured`, included); the number of steps, the step slider and ◀ step /
-step ▶ rerun the step slider and the step shown (`step_shown`), the key cache (`kv_cache`) and the
-work per step (`work_per_step`), not the timing; the cache's layer reruns only `kv_cache` (its key
-cache and query), the timing length and Measure again only `timing_measured`, the fragments they sit
-in. A panel's heading, explanation and equation sit outside its fragments, and so does its "Try
-this" except in panel 5 (shown only once the decoders are trained, which a click there decides), so
-a click does not redraw them. The "Switch to reverse-encdec" buttons (`offer_encdec`, a fragment of
-its own) change the sidebar's model, so they rerun the whole page (`st.rerun(scope="app")`).
+What a click reruns: the sidebar (model, input) feeds every panel and reruns the whole page. A panel's
+own controls sit inside its fragments and redraw only those (1: `hook_explorer`, `hook_table`,
+`identity_checks`; 2: `shapes_live`; 4: `leak_gradients`; 5: `masked_training`). Panel 3's prompt, number
+of steps and step are read by sections (ui.shell.sections: `@S.section(..., reads=...)`), and a change
+reruns those alone. The "Switch to reverse-encdec" buttons (`offer_encdec`, a fragment of its own) change
+the sidebar's model, so they rerun the whole page (`st.rerun(scope="app")`).
 """
 
 from __future__ import annotations
@@ -34,11 +23,12 @@ import streamlit as st
 
 from core.analysis import generation as G
 from core.analysis import leakage as L
-from ui import generation_runs as R
-from ui import precomputed
-from ui.page import computed, csv_download, lazy_expander, rows_table, try_this
-from ui.params import Choice, Int, Params, rerun_only
-from ui.sidebar import Selection
+from ui.generation import runs as R
+from ui.shell import precomputed
+from ui.shell.page import computed, csv_download, lazy_expander, rows_table, try_this
+from ui.shell.params import Choice, Int, Params
+from ui.shell.sections import Sections
+from ui.shell.sidebar import Selection
 
 MAX_STEPS = 64  # decoding steps the stepper draws
 MAX_TIMED = 128  # tokens the timing chart generates
@@ -61,6 +51,7 @@ URL = Params(
     Int("ex", 0, lo=0, hi=10_000),
     Int("tseed", 0, lo=0, hi=10_000),
 )
+S = Sections("generation")  # the stepper's sections say which of prompt, steps and t they read
 TIMING_RUN_KEY = "generation.timing_run"
 DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
 
@@ -355,30 +346,18 @@ def shapes_live(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-# The fragments of panel 3 that read the stepper's controls, by what they read: a control reruns only those
-# (`rerun_only`), not the heading, text, formula, "Time per token" heading and 'Try this' around them. The cache's
-# layer, the timing length and Measure again sit inside the one fragment that reads them (`kv_cache`,
-# `timing_measured`) and rerun only it, as a click inside a fragment does.
-STEPPER_STEPS, STEPPER_STEP, STEPPER_CACHE, STEPPER_COUNTERS, STEPPER_TIMING = (
-    "generation.stepper.steps", "generation.stepper.step", "generation.stepper.cache", "generation.stepper.counters",
-    "generation.stepper.timing")
-READS_T = (STEPPER_STEP, STEPPER_CACHE, STEPPER_COUNTERS)  # the step slider itself is in STEPPER_STEP
-READS_STEPS = READS_T  # the step slider's range follows the number of steps
-READS_PROMPT = (STEPPER_STEPS, *READS_T, STEPPER_TIMING)  # the number of steps' range and the timing follow it
-
-
 def move_step(delta: int, hi: int) -> None:
-    """Button callback: step the slider by `delta`, within 0..hi, then rerun only what reads the step (READS_T,
-    which holds the slider: it shows the new step and writes it to the URL)."""
+    """Button callback: step the slider by `delta`, within 0..hi, then rerun only the sections that read the step
+    (`step_shown` among them, which holds the slider: it shows the new step and writes it to the URL)."""
     key = URL.t.key
     st.session_state[key] = int(min(max(st.session_state.get(key, 0) + delta, 0), hi))
-    rerun_only(None, key, None, READS_T)
+    S.rerun("t")
 
 
 def stepper_now(sel: Selection) -> tuple[int, int, int]:
     """Prompt length, number of steps and the step the controls hold now, read from the session and kept in
-    their ranges: a fragment that a control reruns sees the new values (its arguments are those of the page's
-    last full run), whichever of the fragments a change reruns comes first."""
+    their ranges: a section that a control reruns sees the new values (its arguments are those of the page's
+    last full run), whichever of the sections a change reruns comes first."""
     b = stepper_bounds(sel)
     prompt = 1 if sel.arch == "encoder-decoder" else \
         URL.prompt.fit(URL.prompt.now(b["prompt"]), URL.prompt.bounds(hi=b["prompt_hi"])) or b["prompt"]
@@ -389,7 +368,7 @@ def stepper_now(sel: Selection) -> tuple[int, int, int]:
 
 def stepper_controls(sel: Selection) -> None:
     """Prompt length (or, for an encoder-decoder, why there is none) and the number of steps, whose range
-    follows the prompt (`step_count`, a fragment the prompt reruns)."""
+    follows the prompt (`step_count`, a section that reads the prompt)."""
     b = stepper_bounds(sel)
     c1, c2 = st.columns(2)
     with c1:
@@ -397,19 +376,18 @@ def stepper_controls(sel: Selection) -> None:
             st.caption("The decoder starts from `<bos>` and reads the whole source through cross-attention.")
             URL.prompt.clear()
         else:
-            URL.prompt.widget(st.slider, "prompt tokens", hi=b["prompt_hi"], default=b["prompt"], reruns=READS_PROMPT,
+            URL.prompt.widget(st.slider, "prompt tokens", hi=b["prompt_hi"], default=b["prompt"],
                               help="The input's first tokens; the model writes the rest.")
     with c2:
         step_count(sel)
 
 
-@st.fragment(key=STEPPER_STEPS)  # the prompt reruns it (rerun_only)
+@S.section("stepper.steps", reads=("prompt",))  # first: it keeps the number of steps in the prompt's range
 def step_count(sel: Selection) -> None:
     """The number of steps, up to what the prompt leaves room for."""
     b = stepper_bounds(sel)
     prompt = stepper_now(sel)[0]
-    URL.steps.widget(st.slider, "tokens to generate", hi=steps_hi(sel, prompt), default=b["steps"],
-                     reruns=READS_STEPS)
+    URL.steps.widget(st.slider, "tokens to generate", hi=steps_hi(sel, prompt), default=b["steps"])
 
 
 def stepper_panel(sel: Selection) -> None:
@@ -440,7 +418,7 @@ def stepper_panel(sel: Selection) -> None:
 
 def decoding_steps(sel: Selection) -> None:
     """The stepper's controls, the step shown with and without the cache, and the timing (which follows the
-    prompt). Each part that reads a control is a fragment that the control reruns by key (READS_*)."""
+    prompt). Each part that reads a control is a section that the control reruns by key."""
     stepper_controls(sel)
     step_shown(sel)
     kv_cache(sel)
@@ -455,7 +433,7 @@ def traces_now(sel: Selection) -> tuple:
     return (prompt, steps, t, *R.traces(sel.cache_key, prompt, steps, sel.task.vocab.bos_id))
 
 
-@st.fragment(key=STEPPER_STEP)  # the prompt, the number of steps, the step slider and ◀ / ▶ rerun it (rerun_only)
+@S.section("stepper.step", reads=("prompt", "steps", "t"))  # ◀ / ▶ rerun it too (as "t")
 def step_shown(sel: Selection) -> None:
     """◀ step / step ▶ and the step slider (its range follows the number of steps), then the step shown: the
     decoder's input so far, the metrics of both runs, the encoder-decoder's setup, and where the newest token
@@ -465,7 +443,7 @@ def step_shown(sel: Selection) -> None:
     b1.button("◀ step", key="generation.prev", on_click=move_step, args=(-1, steps - 1))
     b2.button("step ▶", key="generation.next", on_click=move_step, args=(1, steps - 1))
     with b3:
-        URL.t.widget(st.slider, "step t", hi=steps - 1, default=0, reruns=READS_T)
+        URL.t.widget(st.slider, "step t", hi=steps - 1, default=0)
     _, _, t, with_cache, without, diff = traces_now(sel)
     step, plain = with_cache.steps[t], without.steps[t]
     vocab = sel.task.vocab
@@ -494,9 +472,8 @@ def step_shown(sel: Selection) -> None:
                                   f"Step {t}: where the newest token looks"), key="generation.rows")
 
 
-# local: the cache's layer redraws only itself, the key cache and the query; the prompt, the number of steps and
-# the step rerun it too (rerun_only)
-@st.fragment(key=STEPPER_CACHE)
+# local: the cache's layer redraws only itself, the key cache and the query
+@S.section("stepper.cache", reads=("prompt", "steps", "t"))
 def kv_cache(sel: Selection) -> None:
     """The cache's layer, that layer's key cache after the step and the step's new query there."""
     kv_layer = URL.kvlayer.widget(st.selectbox, "layer of the cache", hi=sel.model.cfg.n_layers - 1)
@@ -515,7 +492,7 @@ def kv_cache(sel: Selection) -> None:
                         key="generation.query")
 
 
-@st.fragment(key=STEPPER_COUNTERS)  # the prompt, the number of steps and the step rerun it (rerun_only)
+@S.section("stepper.counters", reads=("prompt", "steps", "t"))
 def work_per_step(sel: Selection) -> None:
     """The work of every step both ways, the step marked, and its download."""
     _, _, t, with_cache, without, diff = traces_now(sel)
@@ -540,9 +517,8 @@ def timing_section(sel: Selection) -> None:
     timing_measured(sel)
 
 
-# local: the timing length and Measure again redraw only these controls, the chart, its caption and download; the
-# prompt reruns it too (rerun_only)
-@st.fragment(key=STEPPER_TIMING)
+# local: the timing length and Measure again redraw only these controls, the chart, its caption and download
+@S.section("stepper.timing", reads=("prompt",))
 def timing_measured(sel: Selection) -> None:
     """The timing length (up to what the prompt leaves room for), Measure again, and the measured chart."""
     prompt = stepper_now(sel)[0]

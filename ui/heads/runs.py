@@ -1,7 +1,7 @@
 """Cached work of the Heads page: one computation per (model, options), shared by every session.
 
-Process-wide memos (ui.memo) keyed on the model id, never on the model: each function re-gets the
-model with ui.models.get_model, as ui.runs does. Results are shared, so they are frozen (numpy
+Process-wide memos (ui.shell.memo) keyed on the model id, never on the model: each function re-gets the
+model with ui.shell.models.get_model, as ui.shell.runs does. Results are shared, so they are frozen (numpy
 arrays read-only, also inside the analysis dataclasses) and must never be changed by a page.
 """
 
@@ -21,8 +21,8 @@ from core.analysis.heads.roles import RoleScores, role_scores
 from core.analysis.heads.subspaces import SubspaceReport, subspace_report
 from core.analysis.heads.toy import ToyReport, few_threads, toy_model, toy_report, toy_trainer
 from core.tasks import Task, TwoLookupTask, get_task
-from ui import models
-from ui.memo import freeze, memo
+from ui.shell import models
+from ui.shell.memo import freeze, memo
 
 ABLATION_EXAMPLES = 256  # task examples scored with and without the chosen heads
 ABLATION_SEED = 4321

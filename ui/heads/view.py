@@ -4,20 +4,12 @@ reading order.
 
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every AppTest run, and this is most of the page's code. The cached work
-is in ui.heads_runs; figures come from core.figures.heads through ui.figures.cached.
+is in ui.heads.runs; figures come from core.figures.heads through ui.shell.figures.cached.
 
-What a click reruns: the tabs with controls of their own (Subspaces, Queries and keys, Ablation,
-the toy, the orthogonal query) hold fragments (`@st.fragment`: `subspace_explorer` and
-`subspace_budget`, `projection_plane`, `ablation_results`, `toy_run`, `orthogonal_scores`): a
-control redraws only the part of its tab that reads it, not the tab's heading and explanations.
-The attention kind, layer and head above the tabs are drawn outside every fragment, and each part of
-a tab that reads one of them (a heading that names the layer or head, the explorer, the circuit
-tables, the PCA plane and the RoPE note, the role scores, the orthogonal scores) is a keyed fragment
-(`@st.fragment(key=...)`) reading them from the session: a pick reruns by key (`reruns=`,
-ui.params.rerun_only) only those parts of the OPEN tab that read it (READS_KIND, READS_LAYER,
-READS_HEAD by tab), not the text and formulas around them, the budget, the ablation or the toy. A
-pick that no part of the open tab reads reruns `nothing_read`, a fragment that draws nothing (a rerun
-needs at least one key). Switching tabs reruns the page (only the open tab is drawn).
+What a click reruns: the attention kind, layer and head above the tabs are read by sections
+(ui.shell.sections: `@S.section(..., reads=..., view=...)`), and a change reruns those of the open tab alone;
+the tabs' own controls (matrix, budget, line threshold, heads removed, toy, orthogonal query) sit inside the
+section or fragment they change. Switching tabs reruns the page (only the open tab is drawn).
 """
 
 from __future__ import annotations
@@ -37,14 +29,14 @@ from core.figures import heads as FH
 from core.figures.heatmaps import attention_heatmap
 from core.figures.train import training_curves
 from core.tasks import IGNORE, Task
-from ui import heads_runs as R
-from ui import offscreen
-from ui.figures import cached
-from ui.heads_runs import ABLATION_EXAMPLES, MI_COMPONENTS
-from ui.page import computed, pick_index, rows_table, try_this
-from ui.params import Choice, Int, Multi, Params, view_readers
-from ui.runs import run
-from ui.sidebar import Selection
+from ui.heads import runs as R
+from ui.shell.figures import cached
+from ui.heads.runs import ABLATION_EXAMPLES, MI_COMPONENTS
+from ui.shell.page import computed, pick_index, rows_table, try_this
+from ui.shell.params import Choice, Int, Multi, Params
+from ui.shell.runs import run
+from ui.shell.sections import Sections
+from ui.shell.sidebar import Selection
 
 PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-heads"}}
 VIEW_SUB, VIEW_CIRC, VIEW_PCA, VIEW_ROLES, VIEW_ABL, VIEW_TOY, VIEW_ORTH = (
@@ -80,7 +72,7 @@ URL = Params(
     Int("toy_seed", TOY_SEED, lo=0, hi=999, key="heads.toy_seed", omit_default=True),
     Choice("toy_steps", TOY_STEPS, choices=tuple(TOY_STEP_CHOICES), key="heads.toy_steps", omit_default=True),
 )
-# Figures memoised on their data and shipped pre-serialised (ui.figures.cached), wrapped once per process
+# Figures memoised on their data and shipped pre-serialised (ui.shell.figures.cached), wrapped once per process
 angle_fig = cached(FH.angle_heatmap)
 gram_fig = cached(FH.gram_heatmap)
 erank_fig = cached(FH.effective_rank_bars)
@@ -103,50 +95,24 @@ curve_fig = cached(training_curves)
 # The view: attention kind, layer, head and tab (all in the URL)
 # ---------------------------------------------------------------------------------------------
 
-# The fragments of the tabs that read the kind, layer and head picked above the tabs, by tab and by what they
-# read: a picker reruns only those of the open tab (`rerun_only`), not the headings, text and formulas around
-# them, nor the parts that read none of the three (the budget, the ablation, the toy).
-SUB_HEADING, SUB_EXPLORER = "heads.subspaces.heading", "heads.subspaces.explorer"
-CIRC_HEADING, CIRC_TABLES = "heads.circuits.heading", "heads.circuits.tables"
-QK_HEADING, QK_PLANE, QK_ROPE = "heads.qk.heading", "heads.qk.plane", "heads.qk.rope"
-ROLES_SCORES = "heads.roles.scores"
-ORTH_SCORES = "heads.orthogonal.scores"
-NOTHING_READ = "heads.nothing"  # draws nothing: what a pick reruns when no part of the open tab reads it
-READS_KIND = {VIEW_SUB: (SUB_EXPLORER,), VIEW_CIRC: (CIRC_TABLES,), VIEW_PCA: (QK_PLANE, QK_ROPE),
-              VIEW_ROLES: (ROLES_SCORES,), VIEW_ABL: (), VIEW_TOY: (), VIEW_ORTH: (ORTH_SCORES,)}
-READS_LAYER = {VIEW_SUB: (SUB_HEADING, SUB_EXPLORER), VIEW_CIRC: (CIRC_HEADING, CIRC_TABLES),
-               VIEW_PCA: (QK_HEADING, QK_PLANE), VIEW_ROLES: (), VIEW_ABL: (), VIEW_TOY: (),
-               VIEW_ORTH: (ORTH_SCORES,)}
-READS_HEAD = {VIEW_SUB: (), VIEW_CIRC: (CIRC_HEADING, CIRC_TABLES), VIEW_PCA: (QK_HEADING, QK_PLANE),
-              VIEW_ROLES: (), VIEW_ABL: (), VIEW_TOY: (), VIEW_ORTH: (ORTH_SCORES,)}
-
-
 def open_view() -> str:
     """The open tab's short name, from the session (where `pick_view`'s tabs keep its title)."""
     return VIEW_OF_LABEL.get(URL.view.now(), VIEW_SUB)
 
 
-reading_kind = view_readers(READS_KIND, open_view, NOTHING_READ)  # the fragments a picker reruns when it changes
-reading_layer = view_readers(READS_LAYER, open_view, NOTHING_READ)
-reading_head = view_readers(READS_HEAD, open_view, NOTHING_READ)
-
-
-@st.fragment(key=NOTHING_READ)  # a pick that no part of the open tab reads reruns it (rerun_only)
-def nothing_read() -> None:
-    """Nothing: the rerun of a pick that the open tab does not read (its URL is written by rerun_only). An
-    empty container is not drawn, so a full run shows nothing of it."""
+S = Sections("heads", open_view=open_view)  # its sections say which of kind, layer and head they read
 
 
 def pick_kind(sel: Selection) -> AttentionKind:
-    """Which attention: only encoder-decoder models have more than one kind. A change reruns the parts of
-    the open tab that read it (READS_KIND)."""
+    """Which attention: only encoder-decoder models have more than one kind. A change reruns the sections of
+    the open tab that read it."""
     kinds = attention_kinds(sel.arch)
     if len(kinds) == 1:
         URL.kind.clear()
         return kinds[0]
     by_key = {k.key: k for k in kinds}
     key = URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
-                          format_func=lambda k: by_key[k].label, reruns=reading_kind)
+                          format_func=lambda k: by_key[k].label)
     return by_key[key]
 
 
@@ -235,15 +201,14 @@ def subspace_panel(sel: Selection):
              "Set d_v to 24 with d_model 64: only 2 heads fit orthogonally and the third box turns red.")
 
 
-@st.fragment(key=SUB_HEADING)  # the layer reruns it (rerun_only)
+@S.section("subspaces.heading", reads=("layer",), view=VIEW_SUB)
 def subspace_heading(sel: Selection) -> None:
     """The tab's heading, which names the layer."""
     st.subheader(f"Which directions each head uses (layer {picked(sel)[1]})")
 
 
-# local: the matrix, angle and norm controls redraw only these controls, the angles, overlaps and ranks; the kind
-# and the layer rerun it too (rerun_only)
-@st.fragment(key=SUB_EXPLORER)
+# local: the matrix, angle and norm controls redraw only these controls, the angles, overlaps and ranks
+@S.section("subspaces.explorer", reads=("kind", "layer"), view=VIEW_SUB)
 def subspace_explorer(sel: Selection) -> None:
     """The explorer of one layer's head subspaces: its controls, the angle and overlap heatmaps, the effective
     ranks and the joint-rank metrics (all read the matrix picked here; the budget below does not)."""
@@ -338,14 +303,14 @@ def circuits_panel(sel: Selection):
              "has only a few large ones.")
 
 
-@st.fragment(key=CIRC_HEADING)  # the layer and the head rerun it (rerun_only)
+@S.section("circuits.heading", reads=("layer", "head"), view=VIEW_CIRC)
 def circuits_heading(sel: Selection) -> None:
     """The tab's heading, which names the layer and the head."""
     _, layer, head = picked(sel)
     st.subheader(f"Circuits of layer {layer}, head {head}")
 
 
-@st.fragment(key=CIRC_TABLES)  # the kind, the layer and the head rerun it (rerun_only)
+@S.section("circuits.tables", reads=("kind", "layer", "head"), view=VIEW_CIRC)
 def circuit_tables(sel: Selection) -> None:
     """The picked head's QK table, its singular values and strongest pairs, then the same for its OV table
     (or why an encoder head of an encoder-decoder has none)."""
@@ -431,24 +396,15 @@ def projection_panel(sel: Selection):
              "Type an input with a repeated token in the sidebar. Do the two copies' keys land in the same place?")
 
 
-@st.fragment(key=QK_HEADING)  # the layer and the head rerun it (rerun_only)
+@S.section("qk.heading", reads=("layer", "head"), view=VIEW_PCA)
 def projection_heading(sel: Selection) -> None:
     """The tab's heading, which names the layer and the head."""
     _, layer, head = picked(sel)
     st.subheader(f"Queries and keys of layer {layer}, head {head} for your input")
 
 
-@st.fragment(key=QK_ROPE)  # the kind reruns it (rerun_only)
-def rope_note(sel: Selection) -> None:
-    """Under RoPE (self-attention only), a note that the plane shows the rotated queries and keys."""
-    if rotated(sel, picked(sel)[0]):
-        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
-                   "give the scores.")
-
-
-# local: the line threshold redraws only itself, the PCA plane and the pattern beside it; the kind, the layer and the
-# head rerun it too (rerun_only)
-@st.fragment(key=QK_PLANE)
+# local: the line threshold redraws only itself, the PCA plane and the pattern beside it
+@S.section("qk.plane", reads=("kind", "layer", "head"), view=VIEW_PCA)
 def projection_plane(sel: Selection) -> None:
     """The line-threshold slider, the shared PCA plane of queries and keys, and the head's pattern. Only
     these depend on the slider; the heading, the formula and the notes around them stay as drawn."""
@@ -468,6 +424,14 @@ def projection_plane(sel: Selection) -> None:
                         config=PNG)
 
 
+@S.section("qk.rope", reads=("kind",), view=VIEW_PCA)
+def rope_note(sel: Selection) -> None:
+    """Under RoPE (self-attention only), a note that the plane shows the rotated queries and keys."""
+    if rotated(sel, picked(sel)[0]):
+        st.caption("This model uses RoPE, so these are the rotated queries and keys: the vectors whose dot products "
+                   "give the scores.")
+
+
 def roles_panel(sel: Selection):
     """Role scores per layer x head, then pattern similarity and output mutual information."""
     st.subheader("What kind of head is it?")
@@ -484,7 +448,7 @@ def roles_panel(sel: Selection):
     role_scores(sel)
 
 
-@st.fragment(key=ROLES_SCORES)  # the kind reruns it (rerun_only)
+@S.section("roles.scores", reads=("kind",), view=VIEW_ROLES)
 def role_scores(sel: Selection) -> None:
     """The role scores of every head of the picked kind, then whether heads repeat each other (its heading,
     text and formula too, and the 'Try this' box: cross-attention, or an error in probing, leaves them out)."""
@@ -776,9 +740,8 @@ def orthogonal_panel(sel: Selection):
     orthogonal_scores(sel)
 
 
-# local: the query token and the size of the added part redraw only these controls, the scores and the notes; the
-# kind, the layer and the head rerun it too (rerun_only)
-@st.fragment(key=ORTH_SCORES)
+# local: the query token and the size of the added part redraw only these controls, the scores and the notes
+@S.section("orthogonal.scores", reads=("kind", "layer", "head"), view=VIEW_ORTH)
 def orthogonal_scores(sel: Selection) -> None:
     """The query and the size of u, then the metrics, the score bars and the notes. The heading and the
     formula above do not depend on them; the 'Try this' box stays here because a query whose keys fill
@@ -837,15 +800,15 @@ def orthogonal_scores(sel: Selection) -> None:
 
 def controls(sel: Selection) -> None:
     """The attention kind (encoder-decoder only), then layer and head in a bordered box; all in the URL. Each
-    reruns only the parts of the open tab that read it (READS_KIND, READS_LAYER, READS_HEAD)."""
+    reruns only the sections of the open tab that read it."""
     cfg = sel.model.cfg
     pick_kind(sel)
     with st.container(border=True):
         c1, c2 = st.columns(2)
         with c1:
-            pick_index(URL.layer, "Layer", cfg.n_layers, reruns=reading_layer)
+            pick_index(URL.layer, "Layer", cfg.n_layers)
         with c2:
-            pick_index(URL.head, "Head", cfg.n_heads, reruns=reading_head)
+            pick_index(URL.head, "Head", cfg.n_heads)
 
 
 def draw(sel: Selection) -> None:
@@ -875,9 +838,8 @@ def draw(sel: Selection) -> None:
 
 
 def body(sel: Selection) -> None:
-    """The controls above the tabs, then the open tab, whose parts that read the controls are fragments the
-    controls rerun by key (the open tab's alone); switching tabs reruns the page."""
-    with offscreen.section_group("heads"):
+    """The controls above the tabs, then the open tab, whose sections the controls rerun by key (the open tab's
+    alone); switching tabs reruns the page."""
+    with S.group():
         controls(sel)
         draw(sel)
-        nothing_read()

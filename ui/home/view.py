@@ -7,9 +7,9 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core.families import FAMILIES
-from ui import models
-from ui.nav import PAGES, PageInfo
-from ui.sidebar import Selection
+from ui.shell import models
+from ui.shell.nav import PAGES, PageInfo
+from ui.shell.sidebar import Selection
 
 CARDS_PER_ROW = 3
 

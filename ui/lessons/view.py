@@ -1,6 +1,6 @@
 """The Lessons page's panels: the list of lessons, a teacher's own files, and the check kinds a lesson may use.
 
-The lesson bar itself (ui.lessons_bar) sits on whichever page a step opens; this page lists what
+The lesson bar itself (ui.shell.lessons_bar) sits on whichever page a step opens; this page lists what
 there is and starts it. `lesson`, `step` and `present` are read by every page (app.py's bar);
 they are declared here too so that the URL fuzz test feeds them hostile values.
 
@@ -20,9 +20,9 @@ import streamlit as st
 
 from core import checks as C
 from core import lessons as L
-from ui import classroom, lessons_bar, lessons_catalog
-from ui.page import try_this
-from ui.params import Choice, Flag, Int, Params, Text
+from ui.shell import classroom, lessons_bar, lessons_catalog
+from ui.shell.page import try_this
+from ui.shell.params import Choice, Flag, Int, Params, Text
 
 ALL_LEVELS = "all levels"
 URL = Params(
@@ -31,7 +31,7 @@ URL = Params(
     Text("lesson", "", written=False),  # read by the lesson bar on every page
     Int("step", 1, lo=1, hi=L.MAX_STEPS, written=False),
     Flag("present", False, written=False),
-    Text("class", "", written=False),  # a student's class code (ui.classroom)
+    Text("class", "", written=False),  # a student's class code (ui.shell.classroom)
 )
 
 

@@ -1,7 +1,7 @@
 """The Masks page's cached work: hooked runs under a mask, accuracies, influence, timings, the
 future-legality comparison, the leak curves, the numbers its graph section draws, and its figures.
 
-Every cache is a process-wide ui.memo memo, made once per process here (not in the page script);
+Every cache is a process-wide ui.shell.memo memo, made once per process here (not in the page script);
 results are read-only numpy arrays shared by every session. The computing is core.analysis.masks's:
 this module only fetches the shared models and keeps the results.
 """
@@ -13,10 +13,11 @@ import numpy as np
 from core.analysis import masks as A
 from core.figures import masks as F
 from core.tasks import get_task
-from ui import measure_process, models
-from ui.figures import cached
-from ui.memo import freeze, memo
-from ui.runs import model_inputs
+from ui.server import measure_process
+from ui.shell import models
+from ui.shell.figures import cached
+from ui.shell.memo import freeze, memo
+from ui.shell.runs import model_inputs
 
 N_SAMPLES = 256  # task examples scored for each accuracy
 ACC_SEED = 7
@@ -56,7 +57,7 @@ def width_to_length(task_name: str, arch: str, width: int) -> int | None:
 @memo(maxsize=8)
 def timing(b: int, run: int) -> list[dict]:
     """One timing run (``run`` only distinguishes a fresh measurement from the kept one). Slow on a
-    miss: the view shows a spinner then. Measured in the worker process (ui.measure_process), not
+    miss: the view shows a spinner then. Measured in the worker process (ui.server.measure_process), not
     among the other students' page runs."""
     return measure_process.measure(A.time_attention, ns=TIMED_NS, b=b, repeats=3, seed=run)
 
@@ -106,7 +107,7 @@ def receptive_fields(stacked: np.ndarray, token: int, max_rows: int) -> np.ndarr
     return freeze(A.receptive_fields(stacked, token, max_rows))
 
 
-# Figures, built once per distinct input for every session (see ui.figures.cached).
+# Figures, built once per distinct input for every session (see ui.shell.figures.cached).
 mask_grid_figure = cached(F.mask_grid)
 heatmap_figure = cached(F.titled_heatmap)
 row_sums_figure = cached(F.row_sums_chart)

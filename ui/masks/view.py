@@ -4,25 +4,12 @@ pages/masks.py calls them in reading order.
 
 Kept in a module (not the page file) so it is compiled once per process: Streamlit recompiles a
 page script's source on every run, and this is most of the page's code. The numbers come from
-core.analysis.masks, the cached runs and figures from ui.masks_runs.
+core.analysis.masks, the cached runs and figures from ui.masks.runs.
 
-What a click reruns: the mask editor (section 1) feeds parts of sections 1 to 5: the editor itself (a preset's
-knobs, the cells, the grid), the patterns, predictions and accuracy, right and wrong masking, the real
-scores' leak, the arcs, the Laplacian, the reach by depth with the receptive field, the influence map, the
-share of the dense work and the allowed pairs (with the block size's timing, which shares their fragment).
-Each of those parts is a fragment with a key (READS_MASK), and every control of the editor reruns them by
-key (`rerun_only`), so a new mask redraws them and not the sidebar, the headings, text and formulas around
-them, the worst-case leak or section 6. The editor keeps the mask it drew in the session (`drawn`), where
-those fragments read it: their arguments date from the page's last full run. The layer and head pickers
-(section 2) feed parts of sections 2 to 4 and nothing else:
-each part that reads them (the two patterns, right and wrong masking, the real scores' leak, and for
-the layer the arcs and the Laplacian) is a fragment of its own that the pickers rerun by key
-(`rerun_only`), so a pick redraws those parts and not the text around them, the predictions, the
-reach by depth, the influence map, the editor or sections 5 and 6. The leak controls and the receptive
-field's query token (in sections 3 and 4), the cost section's block size and button and the legality
-length change only their own figures: those parts are fragments of their own (`@st.fragment`), and
-the headers, text, formulas and "Try this" boxes around them (and the parts that do not read those
-controls) are drawn outside them.
+What a click reruns: the mask editor's controls (section 1, all feeding "mask") and the layer and head pickers
+(section 2) rerun by key only the sections that read them (ui.shell.sections: `@S.section(..., reads=...)`),
+the editor first: it keeps the mask it drew in the session (`drawn`), where the others read it. The leak
+controls, the receptive field's token, the block size and the legality length sit inside the fragment they change.
 """
 
 from __future__ import annotations
@@ -40,13 +27,13 @@ from core import masks as M
 from core.analysis import masks as A
 from core.figures.heatmaps import unique_labels
 from core.tasks import get_task
-from ui import masks_runs as R
-from ui import offscreen
-from ui import precomputed
-from ui import models
-from ui.page import computed, number_table, rows_table, try_this
-from ui.params import Choice, Float, Int, Param, Params, Text, general, rerun_only
-from ui.sidebar import Selection, prediction_table
+from ui.masks import runs as R
+from ui.shell import precomputed
+from ui.shell import models
+from ui.shell.page import computed, number_table, rows_table, try_this
+from ui.shell.params import Choice, Float, Int, Param, Params, Text, general
+from ui.shell.sections import Sections
+from ui.shell.sidebar import Selection, prediction_table
 
 MAX_EDIT_N = 32  # the editor, the graph and the influence map draw every pair; 32 tokens stay readable
 MAX_FIELD_ROWS = 12  # receptive-field rows drawn (layers)
@@ -77,20 +64,7 @@ EDIT_ALL, EDIT_LAYER = "masks.all", "masks.layer{}"
 GAP_KEY, LEAK_K_KEY, EPS_KEY = "masks.gap", "masks.k", "masks.eps"
 COST_B_KEY, REMEASURE_KEY, TIMING_RUN_KEY = "masks.cost_b", "masks.remeasure", "masks.timing_run"
 LEGALITY_LEN_KEY = "masks.legality_len"
-
-# The fragments of sections 2 to 4 that read the layer and head picked in section 2, by what they read: a
-# picker reruns only those (`rerun_only`), not the text, predictions, reach and influence around them.
-MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN = (
-    "masks.model.patterns", "masks.model.masking", "masks.model.leak", "masks.model.arcs", "masks.model.laplacian")
-READS_HEAD = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK)
-READS_LAYER = (MODEL_PATTERNS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN)
-# The fragments that read the mask drawn in section 1, in page order, the editor first: every control of the
-# editor reruns these (`rerun_only`), and the editor writes the mask (DRAWN_KEY) before the others read it.
-EDITOR, MODEL_PREDICTIONS, MODEL_REACH, MODEL_INFLUENCE, COST_SHARE, COST_MEASURED = (
-    "masks.editor", "masks.model.predictions", "masks.model.reach", "masks.model.influence", "masks.cost.share",
-    "masks.cost.measured")
-READS_MASK = (EDITOR, MODEL_PATTERNS, MODEL_PREDICTIONS, MODEL_MASKING, MODEL_LEAK, MODEL_ARCS, MODEL_LAPLACIAN,
-              MODEL_REACH, MODEL_INFLUENCE, COST_SHARE, COST_MEASURED)
+LEGALITY_DEFAULT_LEN, COST_DEFAULT_BLOCK = 8, 32  # the two sliders' defaults (the warm-up measures them)
 DRAWN_KEY = "masks.drawn"  # (stack [layer q k], the model's mask argument, scope) as the editor last drew it
 
 
@@ -121,6 +95,9 @@ URL = Params(
     Int("layer", 0, lo=0, hi=0), Int("head", 0, lo=0, hi=0), Int("token", 0, lo=0, hi=0),
 )
 MASK_PARAMS = ("preset", "w", "b", "s", "g", "real", "density", "rseed", "formula")
+# Its sections, declared in page order with the editor first: every control of the editor feeds "mask", and the
+# editor writes the mask (DRAWN_KEY) before the others read it.
+S = Sections("masks")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +132,7 @@ class Knob:
         extra = {} if self.step is None else {"step": self.step}
         return self.param.widget(self.widget, self.label, default=self.default, url=url,
                                  key=editor_key(prefix, self.param), lo=self.lo, hi=self.hi, help=self.help,
-                                 reruns=READS_MASK, **extra)
+                                 feeds="mask", **extra)
 
 
 def knobs(preset: str, n: int) -> list[Knob]:
@@ -239,8 +216,8 @@ def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.
     values = {knob.param.name: knob.draw(prefix, url) for knob in knobs(preset, n)}
     if url:  # the other presets' parameters leave the URL
         URL.clear(*(name for name in MASK_PARAMS if name != "preset" and name not in values))
-    causal = st.checkbox(CAUSAL_SIDE[preset], key=f"{prefix}.causal", on_change=rerun_only,
-                         args=(None, f"{prefix}.causal", None, READS_MASK)) if preset in CAUSAL_SIDE else False
+    causal = st.checkbox(CAUSAL_SIDE[preset], key=f"{prefix}.causal",
+                         **S.on_change("mask", key=f"{prefix}.causal")) if preset in CAUSAL_SIDE else False
     if preset != "formula":
         return preset_mask(preset, n, values, causal)
     try:
@@ -262,7 +239,7 @@ def cell_editor(prefix: str, base: np.ndarray, labels: list[str]) -> np.ndarray:
     config = {c: st.column_config.CheckboxColumn(c, width=56, help=f"key {c}") for c in labels}
     edited = st.data_editor(frame, key=key, num_rows="fixed", column_config=config,
                             height=min(36 * (len(labels) + 1) + 3, 460), width="stretch",
-                            on_change=rerun_only, args=(None, key, None, READS_MASK))
+                            **S.on_change("mask", key=key))
     return edited.to_numpy(dtype=bool)
 
 
@@ -271,7 +248,7 @@ def mask_editor(prefix: str, n: int, tokens: list[str], own: str, url: bool, nam
     left, right = st.columns([1, 2], gap="large")
     with left:
         preset = URL.preset.widget(st.selectbox, "Start from", default=own, url=url,
-                                   key=editor_key(prefix, URL.preset), format_func=PRESETS.get, reruns=READS_MASK,
+                                   key=editor_key(prefix, URL.preset), format_func=PRESETS.get, feeds="mask",
                                    help="A preset or your own formula; then tick or untick single cells below.")
         base, description = base_mask(prefix, n, preset, url)
         if base is None:
@@ -328,12 +305,12 @@ def editor_panel(sel: Selection, n: int) -> None:
     )
 
 
-@st.fragment(key=EDITOR)  # every control in it reruns it and the other readers of the mask (READS_MASK)
+@S.section("editor", reads=("mask",))  # every control in it feeds the mask: declared first, it writes it
 def mask_editors(sel: Selection, n: int) -> None:
     """The scope, the editor (one, or one per layer in tabs) and the empty-rows warning; writes the mask drawn
     to the session (DRAWN_KEY) for the fragments below that read it."""
     layers, own = sel.model.cfg.n_layers, own_preset(sel.arch)
-    scope = URL.scope.widget(st.radio, "Layers", format_func=SCOPES.get, horizontal=True, reruns=READS_MASK,
+    scope = URL.scope.widget(st.radio, "Layers", format_func=SCOPES.get, horizontal=True, feeds="mask",
                              help="One mask everywhere, or a separate mask for each of this model's layers.")
     if scope == SCOPE_ALL:
         arg = mask_editor(EDIT_ALL, n, sel.query_tokens, own, url=True, name="your mask (every layer)")
@@ -447,7 +424,7 @@ def picked() -> tuple[int, int]:
 
 def effect_panel(sel: Selection) -> None:
     """Section 2: the layer and head pickers, default vs edited patterns, predictions and task accuracy. Each
-    picker reruns only the fragments that read it (READS_LAYER, READS_HEAD)."""
+    picker reruns only the sections that read it."""
     cfg = sel.model.cfg
     st.header("2. What the model does with it")
     st.markdown(
@@ -458,9 +435,9 @@ def effect_panel(sel: Selection) -> None:
     st.latex(r"a_{ij} = \frac{e^{s_{ij}}\,[M_{ij}\text{ allows}]}{\sum_{j'} e^{s_{ij'}}\,[M_{ij'}\text{ allows}]}")
     c1, c2 = st.columns(2)
     with c1:
-        URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1, reruns=READS_LAYER)
+        URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1)
     with c2:
-        URL.head.widget(st.selectbox, "Head", hi=cfg.n_heads - 1, reruns=READS_HEAD)
+        URL.head.widget(st.selectbox, "Head", hi=cfg.n_heads - 1)
     pattern_charts(sel)
     st.subheader("Predictions and accuracy")
     predictions_and_accuracy(sel)
@@ -472,15 +449,7 @@ def effect_panel(sel: Selection) -> None:
     )
 
 
-@st.fragment(key=MODEL_PREDICTIONS)  # the editor reruns it (rerun_only)
-def predictions_and_accuracy(sel: Selection) -> None:
-    """The prediction table and the two accuracies, for the mask drawn now."""
-    d = drawn(sel)
-    predictions_table(sel, d)
-    accuracy_metrics(sel, d)
-
-
-@st.fragment(key=MODEL_PATTERNS)  # the layer, the head and the editor rerun it (rerun_only)
+@S.section("model.patterns", reads=("layer", "head", "mask"))
 def pattern_charts(sel: Selection) -> None:
     """The picked head's pattern with the model's own mask and with yours, and the largest change between them."""
     d, (layer, head) = drawn(sel), picked()
@@ -494,11 +463,19 @@ def pattern_charts(sel: Selection) -> None:
     st.caption(f"Largest change of one attention weight in this head: {float(np.abs(own - yours).max()):.3f}.")
 
 
+@S.section("model.predictions", reads=("mask",))
+def predictions_and_accuracy(sel: Selection) -> None:
+    """The prediction table and the two accuracies, for the mask drawn now."""
+    d = drawn(sel)
+    predictions_table(sel, d)
+    accuracy_metrics(sel, d)
+
+
 def model_sections(sel: Selection) -> None:
     """Sections 2 to 4, parts of which read the layer and head picked in section 2 or the mask drawn in section 1:
-    each part that does is a fragment the pickers and the editor rerun by key, so a pick or a new mask redraws
+    each part that does is a section the pickers and the editor rerun by key, so a pick or a new mask redraws
     those parts and nothing else."""
-    with offscreen.section_group("masks"):
+    with S.group("masks"):
         effect_panel(sel)
         right_wrong_panel(sel)
         graph_panel(sel)
@@ -524,7 +501,7 @@ def right_wrong_panel(sel: Selection) -> None:
     leak_panel(sel)
 
 
-@st.fragment(key=MODEL_MASKING)  # the layer, the head and the editor rerun it (rerun_only)
+@S.section("model.masking", reads=("layer", "head", "mask"))
 def masking_charts(sel: Selection) -> None:
     """Right and wrong masking of the picked head's real scores under your mask, and each row's total weight."""
     d, (layer, head) = drawn(sel), picked()
@@ -584,7 +561,7 @@ def leak_worst_case() -> None:
                     key="masks.leak")
 
 
-@st.fragment(key=MODEL_LEAK)  # the layer, the head and the editor rerun it (rerun_only)
+@S.section("model.leak", reads=("layer", "head", "mask"))
 def real_leak(sel: Selection) -> None:
     """The picked head's real scores under your mask: their largest gap and what each constant leaks (nothing is
     drawn when no row has both allowed and blocked keys)."""
@@ -603,7 +580,7 @@ def real_leak(sel: Selection) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@st.fragment(key=MODEL_ARCS)  # the layer and the editor rerun it (rerun_only)
+@S.section("model.arcs", reads=("layer", "mask"))
 def arcs_section(sel: Selection) -> None:
     """The chosen layer's mask as an arc diagram, with its edges counted."""
     layer = picked()[0]
@@ -642,7 +619,7 @@ def laplacian_section(sel: Selection) -> None:
     laplacian_charts(sel)
 
 
-@st.fragment(key=MODEL_LAPLACIAN)  # the layer and the editor rerun it (rerun_only)
+@S.section("model.laplacian", reads=("layer", "mask"))
 def laplacian_charts(sel: Selection) -> None:
     """The chosen layer's λ2 and pieces, its Laplacian and the Laplacian's spectrum."""
     tokens = sel.query_tokens
@@ -671,7 +648,7 @@ def reach_section(sel: Selection) -> None:
     reach_charts(sel)
 
 
-@st.fragment(key=MODEL_REACH)  # the editor reruns it (rerun_only); the same for every layer
+@S.section("model.reach", reads=("mask",))  # the same for every layer
 def reach_charts(sel: Selection) -> None:
     """The share of reached pairs by depth for the mask drawn now, and the receptive field below it."""
     d = drawn(sel)
@@ -709,7 +686,7 @@ def influence_section(sel: Selection) -> None:
     influence_chart(sel)
 
 
-@st.fragment(key=MODEL_INFLUENCE)  # the editor reruns it (rerun_only); the same for every layer
+@S.section("model.influence", reads=("mask",))  # the same for every layer
 def influence_chart(sel: Selection) -> None:
     """The measured influence through the mask drawn now, with the routes' crosses, and the check under it."""
     tokens, d = sel.query_tokens, drawn(sel)
@@ -774,7 +751,7 @@ def allowed_pairs(sel: Selection) -> Optional[tuple[int, int]]:
     return None if d is None else (d.stack.shape[-1], int(d.stack[0].sum()))
 
 
-@st.fragment(key=COST_SHARE)  # the editor reruns it (rerun_only)
+@S.section("cost.share", reads=("mask",))
 def cost_share(sel: Selection) -> None:
     """The drawn mask's allowed pairs against n² (nothing when no mask is drawn)."""
     current = allowed_pairs(sel)
@@ -786,13 +763,13 @@ def cost_share(sel: Selection) -> None:
         c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
 
 
-@st.fragment(key=COST_MEASURED)  # the editor reruns it (rerun_only); the block size and Measure again rerun it alone
+@S.section("cost.measured", reads=("mask",))  # the block size and Measure again rerun it alone
 def cost_measured(sel: Selection) -> None:
     """The block size, the allowed pairs as n grows (with the drawn mask's, when one is drawn) and the timed runs
     at that block size. The timing does not read the mask, but the block size reads both: one fragment redraws
     them for a new b, cheaper than two."""
     current = allowed_pairs(sel)
-    b = st.select_slider("block size b", list(COST_BLOCKS), value=32, key=COST_B_KEY)
+    b = st.select_slider("block size b", list(COST_BLOCKS), value=COST_DEFAULT_BLOCK, key=COST_B_KEY)
     w = 2 if current is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
     st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs")
     run = st.session_state.setdefault(TIMING_RUN_KEY, 0)
@@ -857,7 +834,7 @@ def legality_panel(device: str) -> None:
 @st.fragment  # local: the number of digits redraws only its slider, the two models' grids and metrics, and the table
 def legality_compare(device: str) -> None:
     """The two bundled models at the chosen number of digits: masks, accuracies, one example's pull of the rule."""
-    length = st.slider("digits per example", 2, 16, 8, key=LEGALITY_LEN_KEY,
+    length = st.slider("digits per example", 2, 16, LEGALITY_DEFAULT_LEN, key=LEGALITY_LEN_KEY,
                        help="Both models were trained on 8 digits; other lengths test how they generalise.")
     data = R.legality_panel_data(device, length)
     legality_models(data, length)
@@ -868,3 +845,9 @@ def legality_compare(device: str) -> None:
     st.dataframe(rows_table(A.legality_rows(data, get_task("future-legality").vocab)), hide_index=True,
                  width="stretch", column_config={c: st.column_config.NumberColumn(c, format="%.4f")
                                                  for c in ("encoder: pull of the rule", "decoder: pull of the rule")})
+
+
+def default_measurements(device: str) -> list:
+    """(memo, arguments) of what a default visit measures, for the server's warm-up (ui.server.warmup): the
+    legality panel at the slider's default length and the timing at the default block size."""
+    return [(R.legality_panel_data, (device, LEGALITY_DEFAULT_LEN)), (R.timing, (COST_DEFAULT_BLOCK, 0))]

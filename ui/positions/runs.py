@@ -1,9 +1,9 @@
 """Cached work for the Positions page: every table, check and score it shows, once per distinct view.
 
 Every widget change reruns the whole page, so anything the page computes is looked up here through
-process-wide memos (ui.memo: shared by every session, numpy results frozen read-only). Arguments
+process-wide memos (ui.shell.memo: shared by every session, numpy results frozen read-only). Arguments
 are plain numbers and strings; model-dependent results are keyed by model id and device, and the
-model is re-got inside (as ui.runs does), never passed in. The slow ones (`swap_accuracy`, `curves`)
+model is re-got inside (as ui.shell.runs does), never passed in. The slow ones (`swap_accuracy`, `curves`)
 show no spinner here: the view shows one around the call when `.has(...)` says the work is not stored
 yet. The tables' rows come from core.analysis.positions; they are handed to
 st.dataframe as pyarrow tables made once with pa.Table.from_pandas, which is what st.dataframe
@@ -22,10 +22,10 @@ from core.analysis import positions as P
 from core.figures import positions as F
 from core.figures.heatmaps import attention_heatmap
 from core.tasks import get_task
-from ui import models, runs
-from ui.figures import cached
-from ui.memo import freeze, memo
-from ui.sidebar import Selection
+from ui.shell import models, runs
+from ui.shell.figures import cached
+from ui.shell.memo import freeze, memo
+from ui.shell.sidebar import Selection
 
 ROPE_D_HEAD = 16  # the bundled models' head width: 8 rotated pairs
 ROPE_VECTOR_SEED = 7  # the page's one random query and key
@@ -187,7 +187,7 @@ def order_answers(model_id: str, device: str, a: tuple, b: tuple, schemes: tuple
 
 def swap_run(sel: Selection, name: str, scheme: str) -> dict[str, np.ndarray]:
     """Logits and one attention pattern of the sidebar's input with the model run under `scheme`
-    (ui.runs' shared memo; a ValueError when the model cannot run with it)."""
+    (ui.shell.runs' shared memo; a ValueError when the model cannot run with it)."""
     return runs.run(sel, [name], pos=scheme)
 
 
@@ -224,7 +224,7 @@ def length_view(model_ids: tuple, device: str, lengths: tuple, n: int, length: i
 
 
 # ---------------------------------------------------------------------------------------------
-# Figures: built once per distinct data and shipped ready-serialised (see ui.figures.cached)
+# Figures: built once per distinct data and shipped ready-serialised (see ui.shell.figures.cached)
 
 encoding_figure = cached(F.encoding_heatmap)
 wavelength_figure = cached(F.wavelength_chart)

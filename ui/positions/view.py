@@ -3,22 +3,12 @@ table, RoPE, translation invariance, order blindness without positions, a live s
 sidebar's model, and extrapolation. pages/positions.py calls them one after another.
 
 Kept in a module (not the page file) so it is compiled once per process. Every control is a URL
-parameter of the `URL` table below; cached work comes from ui.positions_runs, numbers from
+parameter of the `URL` table below; cached work comes from ui.positions.runs, numbers from
 core.analysis.positions.
 
-What a click reruns: in sections whose controls change only their own figures, the part that reads
-those controls is a fragment (`@st.fragment`): the Gram matrix, the shift map, the RoPE shift, the
-decay curves (`decay_curves`), neighbours (`neighbour_draws`), order (`order_pair`), the scheme swap
-(`swap_draws`) and extrapolation (`extrapolation_ask` before the run, `extrapolation_length` after:
-the curves above the length slider do not read it). The headers, explanations, formulas and "Try
-this" boxes around such a part are drawn on full runs only. The encodings' n, d and base and the
-RoPE base, pair, m and n feed sections 1-4 (`encoding_sections`) and nothing below them. They are
-drawn outside every fragment, and each part of sections 1-4 that reads one of them is a fragment
-with a key, which those controls rerun by key (`rerun_only`, the READS_* tuples): n, d and the base
-rerun the sinusoidal table, the wavelengths, the Gram matrix and the shift map (d and the base also
-the neighbours' scores); the RoPE base reruns the plane, the RoPE shift and the neighbours; the pair
-only the plane; m and n the plane and the RoPE shift. The learned table, the decay curves, the text
-around them and the order, swap and extrapolation sections are not drawn again.
+What a click reruns: the encodings' n, d and base and the RoPE base, pair, m and n (sections 1-4) are
+read by sections (ui.shell.sections: `@S.section(..., reads=...)`), and a change reruns those alone; the
+other panels' controls sit inside the fragment (`@st.fragment`) they change.
 """
 
 from __future__ import annotations
@@ -35,11 +25,12 @@ from core.analysis import positions as P
 from core.figures import positions as F
 from core.model import Transformer
 from core.tasks import get_task
-from ui import models, offscreen, query
-from ui import positions_runs as R
-from ui.page import computed, try_this
-from ui.params import Choice, Float, Int, Params
-from ui.sidebar import Selection
+from ui.shell import models, query
+from ui.positions import runs as R
+from ui.shell.page import computed, try_this
+from ui.shell.params import Choice, Float, Int, Params
+from ui.shell.sections import Sections
+from ui.shell.sidebar import Selection
 
 MAX_N = 256  # longest table / Gram matrix drawn (a 256 x 256 heatmap is still quick to send)
 MAX_D = 256
@@ -95,6 +86,7 @@ URL = Params(
     Float("decay_base", 10000, lo=2, hi=1e6, stops=BASES, log=True),
     Choice("decay_d", 16, choices=DECAY_WIDTHS),
 )
+S = Sections("positions")  # its sections say which of the encodings' and RoPE's controls they read
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,21 +149,6 @@ def base_text(b: float) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-# The fragments of sections 1-4 that read the encodings' and RoPE's controls, by what they read: a control
-# reruns only those (`rerun_only`), not the text, formulas, learned table, decay curves and prompts around
-# them, which none of the seven changes.
-ENC_TABLE, ENC_WAVES, ENC_GRAM, ENC_SHIFT = (
-    "positions.encoding.table", "positions.encoding.wavelengths", "positions.encoding.gram",
-    "positions.encoding.shift")
-ENC_PLANE, ENC_ROPE_SHIFT, ENC_NEIGH = (
-    "positions.encoding.rope_plane", "positions.encoding.rope_shift", "positions.encoding.neighbours")
-READS_LENGTH = (ENC_TABLE, ENC_WAVES, ENC_GRAM, ENC_SHIFT)  # n
-READS_TABLE = (ENC_TABLE, ENC_WAVES, ENC_GRAM, ENC_SHIFT, ENC_NEIGH)  # d and the base (the neighbours' sinusoids)
-READS_ROPE_BASE = (ENC_PLANE, ENC_ROPE_SHIFT, ENC_NEIGH)
-READS_PAIR = (ENC_PLANE,)
-READS_ROPE_POSITIONS = (ENC_PLANE, ENC_ROPE_SHIFT)  # m and n
-
-
 @dataclass(frozen=True)
 class Table:
     """What section 1 chose, which sections 2 and 4 reuse: the sinusoidal table's size and base."""
@@ -211,9 +188,9 @@ def encodings_panel(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
     st.latex(r"PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right),\quad PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right),"
              r"\quad \omega_i = b^{-2i/d},\quad \lambda_i = 2\pi\, b^{2i/d}")
     c1, c2, c3 = st.columns(3)
-    URL.pe_n.widget(c1.slider, "Sequence length n", help=f"Capped at {MAX_N} positions.", reruns=READS_LENGTH)
-    URL.pe_d.widget(c2.slider, "Model width d (even)", step=2, reruns=READS_TABLE)
-    URL.base.widget(c3.select_slider, "Base b", format_func=base_text, reruns=READS_TABLE)
+    URL.pe_n.widget(c1.slider, "Sequence length n", help=f"Capped at {MAX_N} positions.")
+    URL.pe_d.widget(c2.slider, "Model width d (even)", step=2)
+    URL.base.widget(c3.select_slider, "Base b", format_func=base_text)
     left, right = st.columns(2)
     with left:
         table_chart()
@@ -230,7 +207,7 @@ def encodings_panel(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
     return learned_id, learned
 
 
-@st.fragment(key=ENC_TABLE)  # n, d and the base rerun it (rerun_only)
+@S.section("encoding.table", reads=("pe_n", "pe_d", "base"))
 def table_chart() -> None:
     """The sinusoidal table at the n, d and base the controls hold now."""
     t = table_now()
@@ -239,7 +216,7 @@ def table_chart() -> None:
                     key="positions.fig_table")
 
 
-@st.fragment(key=ENC_WAVES)  # n, d and the base rerun it (rerun_only)
+@S.section("encoding.wavelengths", reads=("pe_n", "pe_d", "base"))
 def wavelength_chart() -> None:
     """Each dimension pair's wavelength at the d and base the controls hold now, against n."""
     t = table_now()
@@ -288,7 +265,7 @@ def relative_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
     )
 
 
-@st.fragment(key=ENC_GRAM)  # local: the Gram radio redraws only this section; n, d and the base rerun it (rerun_only)
+@S.section("encoding.gram", reads=("pe_n", "pe_d", "base"))  # local: the Gram radio redraws only this section
 def gram_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
     """The Gram matrix of the sinusoidal (or learned) table, and each diagonal against t − u."""
     t = table_now()
@@ -308,7 +285,7 @@ def gram_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
               help="Zero (up to rounding) means the Gram matrix depends on t − u only.")
 
 
-@st.fragment(key=ENC_SHIFT)  # local: the offset k redraws only this section; n, d and the base rerun it (rerun_only)
+@S.section("encoding.shift", reads=("pe_n", "pe_d", "base"))  # local: the offset k redraws only this section
 def shift_panel() -> None:
     """M_k for the chosen offset k, and how closely it moves every row of the table by k."""
     t = table_now()
@@ -360,10 +337,10 @@ def rope_panel() -> None:
     st.latex(r"R(m\theta_i) = \begin{pmatrix}\cos m\theta_i & -\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix},"
              r"\quad \theta_i = b^{-2i/d_{head}},\qquad (R_m q)\cdot(R_n k) = q^\top R_{n-m}\,k")
     c1, c2, c3, c4 = st.columns(4)
-    URL.rope_base.widget(c1.select_slider, "RoPE base b", format_func=base_text, reruns=READS_ROPE_BASE)
-    URL.pair.widget(c2.slider, "Dimension pair i", reruns=READS_PAIR)
-    URL.m.widget(c3.slider, "Query position m", reruns=READS_ROPE_POSITIONS)
-    URL.n.widget(c4.slider, "Key position n", reruns=READS_ROPE_POSITIONS)
+    URL.rope_base.widget(c1.select_slider, "RoPE base b", format_func=base_text)
+    URL.pair.widget(c2.slider, "Dimension pair i")
+    URL.m.widget(c3.slider, "Query position m")
+    URL.n.widget(c4.slider, "Key position n")
     rope_plane()
     rope_shift_panel()
     try_this(
@@ -446,7 +423,7 @@ def decay_curves(source: tuple[Optional[str], str, str]) -> None:
         c3.metric("Model |q·k|, far half vs distance 0", f"{model_rel[far].mean():.2f}")
 
 
-@st.fragment(key=ENC_PLANE)  # the RoPE base, the pair, m and n rerun it (rerun_only)
+@S.section("encoding.rope_plane", reads=("rope_base", "pair", "m", "n"))
 def rope_plane() -> None:
     """Where one pair of q and of k lands at every position, with the chosen m and n marked."""
     rope = rope_now()
@@ -466,7 +443,7 @@ def rope_plane() -> None:
                     f"angle the pair started with. Move m and n by the same amount: both arrows turn together.")
 
 
-@st.fragment(key=ENC_ROPE_SHIFT)  # local: the shift s redraws only it; the RoPE base, m and n rerun it (rerun_only)
+@S.section("encoding.rope_shift", reads=("rope_base", "m", "n"))  # local: the shift s redraws only it
 def rope_shift_panel() -> None:
     """q·k before and after shifting both positions by s, and the q·k grid over (m, n)."""
     rope = rope_now()
@@ -524,7 +501,7 @@ def neighbour_panel() -> None:
     )
 
 
-@st.fragment(key=ENC_NEIGH)  # local: its controls redraw only it; d, the base and the RoPE base rerun it (rerun_only)
+@S.section("encoding.neighbours", reads=("pe_d", "base", "rope_base"))  # local: its controls redraw only it
 def neighbour_draws() -> None:
     """The neighbours' controls, the two attention patterns and their largest gap: all that reads the window,
     the query positions and the score source, or section 1's d and base and section 3's RoPE base (the
@@ -551,9 +528,9 @@ def neighbour_draws() -> None:
 
 def encoding_sections(sel: Selection) -> None:
     """Sections 1 to 4 (the encodings, relative position, RoPE, neighbours), whose figures read the encodings'
-    and RoPE's controls: each part that does is a fragment the controls rerun by key, so a change redraws those
+    and RoPE's controls: each part that does is a section the controls rerun by key, so a change redraws those
     parts and nothing else."""
-    with offscreen.section_group("positions"):
+    with S.group():
         learned_id, learned = encodings_panel(sel)
         relative_panel(sel, learned_id, learned is not None)
         rope_panel()
@@ -845,3 +822,13 @@ def extrapolation_length(args: tuple) -> None:
     for refused_id, refused_at, error in refusals:
         st.error(f"**{refused_id}** at {refused_at} tokens: {error}", icon=":material/block:")
     st.dataframe(ext_table, hide_index=True, key="positions.ext_table")
+
+
+def default_measurements(device: str) -> list:
+    """(memo, arguments) of what a default visit measures, for the server's warm-up (ui.server.warmup): the
+    sidebar opens on the first bundled model, and section 6 scores it with its own scheme and with the first
+    one offered instead (swap_choices)."""
+    model_id = models.manifest()[0]["id"]
+    native = models._load_bundled(model_id, device)[0].cfg.pos
+    swap = "none" if native != "none" else "sinusoidal"
+    return [(R.swap_accuracy, (model_id, device, scheme, EXT_SAMPLES)) for scheme in (native, swap)]

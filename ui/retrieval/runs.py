@@ -1,7 +1,7 @@
 """The Retrieval page's cached work: the kernel toy, the beta sweep, the recall models' accuracies,
 their key-span residuals and the hijack curves, and the page's figures.
 
-Every cache is a process-wide ui.memo memo made once per process here; results are read-only and
+Every cache is a process-wide ui.shell.memo memo made once per process here; results are read-only and
 shared by every session. The computing is core.analysis.retrieval's (math) and
 core.analysis.recall's (models): this module fetches the shared models and keeps the results.
 """
@@ -14,9 +14,9 @@ from core.analysis import recall as AR
 from core.analysis import retrieval as A
 from core.figures import retrieval as F
 from core.train import evaluate
-from ui import models
-from ui.figures import cached
-from ui.memo import freeze, memo
+from ui.shell import models
+from ui.shell.figures import cached
+from ui.shell.memo import freeze, memo
 
 TIED_PAIR = ("recall-decoder", "recall-tied")  # panel 3: the same recipe, with and without W_V
 DEFENDED = ("recall-decoder", "recall-keyclip", "recall-cosine")  # panel 4: no defence, then the two defences

@@ -3,7 +3,7 @@ lookup, values tied to keys (V = K) on trained models, hijacking by a large-norm
 defences, and where the equivalences hold. pages/retrieval.py calls them in reading order.
 
 The numbers come from core.analysis.retrieval (math) and core.analysis.recall (models), the
-cached runs and figures from ui.retrieval_runs.
+cached runs and figures from ui.retrieval.runs.
 
 What a click reruns: the five panels share nothing but the sidebar (the device the models run on),
 so each panel holds a fragment (`@st.fragment`) and its controls redraw only that fragment: the points
@@ -26,11 +26,11 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core.analysis import retrieval as A
-from ui import models
-from ui import retrieval_runs as R
-from ui.page import csv_download, lazy_expander, number_table, try_this
-from ui.params import Choice, Float, Int, Params, general
-from ui.sidebar import Selection
+from ui.shell import models
+from ui.retrieval import runs as R
+from ui.shell.page import csv_download, lazy_expander, number_table, try_this
+from ui.shell.params import Choice, Float, Int, Params, general
+from ui.shell.sidebar import Selection
 
 QUERY_NORMS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 100.0, 150.0, 200.0, 300.0,
                500.0, 700.0, 1000.0)
@@ -77,7 +77,7 @@ def edited_table(label: str, build: Callable[[], pd.DataFrame], key: str, column
     """The table `build()` makes, as the student edited it (cells changed, rows added or deleted; the
     caller checks the result) in a table inside a closed expander; None while it is closed and was never
     edited (the preset as it is: no frame is built on every click). The table is built only while the expander is open
-    (ui.page.lazy_expander), so a closed one costs no editor on every click of its panel. The last
+    (ui.shell.page.lazy_expander), so a closed one costs no editor on every click of its panel. The last
     edits are kept in the session: closing the expander keeps them, and opening it again starts a
     fresh editor on the edited table (Streamlit drops a widget's own state in a run that does not
     draw it). `open_key` keys the expander, one per panel, so it stays open when the preset changes."""

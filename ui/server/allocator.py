@@ -6,7 +6,7 @@ malloc arena; memory freed in one arena is reused only by the threads that map t
 back to the operating system, so after thirty students leave the process keeps hundreds of MB it no
 longer uses. Two arenas (what MALLOC_ARENA_MAX=2 sets) were measured with bench/classroom.py
 --after 150: peak 955 -> 737 MB and 775 -> 596 MB after the tabs closed, against 458 MB before the
-class (README, "Classroom benchmark"). glibc only: elsewhere this does nothing.
+class (docs/classroom-benchmark.md). glibc only: elsewhere this does nothing.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     freed, once per process (later calls return the first answer). glibc's default threshold rises to
     the size of the largest such block the program has freed (up to 32 MiB), after which a class's big
     transient buffers (figure JSON, messages, tensors) land in the heap and stay there as free space
-    that malloc_trim cannot give back. Measured (README, "Memory"): 30 students left 76-124 MB more
+    that malloc_trim cannot give back. Measured (docs/classroom-benchmark.md, "Memory"): 30 students left 76-124 MB more
     anonymous memory than the warm-up after the idle trim with the default, 68-75 MB with 1 MiB fixed
     here (53 MB with it set in the environment from the first allocation);
     bench/malloc_threshold.py: no cost in speed at 1 MiB, training 1.5x slower at 128 KiB (its
@@ -136,7 +136,7 @@ def rss_mb() -> Optional[float]:
 
 def memory_line() -> str:
     """One line for the server log: resident memory and what the memos keep (their largest three)."""
-    from ui import memo
+    from ui.shell import memo
 
     kept = memo.held()
     total = sum(size for _, size in kept.values())
@@ -177,7 +177,7 @@ def log_memory(event: str) -> None:
 class IdleTrimmer:
     """One check every CHECK_SECONDS, in the trimmer thread: once no page has run for `idle` seconds, trim
     (once per quiet spell), after asking the app to let go of what the class left (`before_trim`, which
-    says whether it did: ui.warmup.start_afresh lets go only when no tab is connected). While it has not
+    says whether it did: ui.server.warmup.start_afresh lets go only when no tab is connected). While it has not
     let go, every later check of the same quiet spell asks again, and trims again the moment it does: a
     projector tab closed after the students left still gives the class's memory back."""
 

@@ -6,7 +6,7 @@ that thread to be asked to let go, which CPython does only after the switch inte
 default). 150 tiny torch calls (the Masks page's leak table) took 0.4 ms alone, 0.28 s beside one
 busy Python thread and 3.4 s beside two; at 1 ms, 42 ms beside one (bench/gil_convoy.py). A shorter
 interval bounds that wait at little cost to the threads that only run Python, so the server sets it
-once, with torch's thread count (ui/process.py: as the server starts, or at app.py's first run).
+once, with torch's thread count (ui/server/process.py: as the server starts, or at app.py's first run).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from streamlit.logger import get_logger
 
 log = get_logger(__name__)
 
-DEFAULT_MS = 1.0  # measured in bench/gil_convoy.py and bench/classroom.py (README, "Classroom benchmark")
+DEFAULT_MS = 1.0  # measured in bench/gil_convoy.py and bench/classroom.py (docs/classroom-benchmark.md)
 _LOCK = threading.Lock()
 _SET: list[float] = []
 

@@ -3,10 +3,10 @@ their own, so a class neither slows them nor waits for them.
 
 A timing sweep is thousands of tiny torch calls (the RNN steps through every position), and torch
 lets go of the interpreter lock around each one. Run in the server, every call waits to get the lock
-back while other students' pages are drawn (ui/interpreter.py): a sweep that takes 1.5 s alone took
+back while other students' pages are drawn (ui/server/interpreter.py): a sweep that takes 1.5 s alone took
 4-8 s in a class of 30, held everyone else up while it ran, and what it measured was mostly that
 wait. The same holds for building the Depth page's random stacks and training the Generation
-page's tiny decoders. Here such work runs in one worker process (`python -m ui.measure_process`,
+page's tiny decoders. Here such work runs in one worker process (`python -m ui.server.measure_process`,
 started on first use; starting it and importing torch took 1.2 s here) with its own interpreter lock. Requests
 and answers are pickles over the worker's stdin and stdout: the server starts the worker itself and
 reads only what its own child writes. Measurements queue one at a time, which also keeps them from
@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 Progress = Optional[Callable[[float, str], None]]
 _LOCK = threading.Lock()  # one measurement at a time through the one worker
 WAITING = "waiting for another student's measurement to finish"
@@ -39,9 +39,9 @@ _WORKER: list[subprocess.Popen] = []
 def enabled() -> bool:
     """False under AppTest (the tests and the asset writer measure in-process) or with
     GLASSBOX_MEASURE_PROCESS=0."""
-    from ui import _under_apptest
+    from ui import under_apptest
 
-    return os.environ.get("GLASSBOX_MEASURE_PROCESS", "1") != "0" and not _under_apptest()
+    return os.environ.get("GLASSBOX_MEASURE_PROCESS", "1") != "0" and not under_apptest()
 
 
 def _log():
@@ -54,7 +54,7 @@ def _worker() -> subprocess.Popen:
     if _WORKER and _WORKER[0].poll() is None:
         return _WORKER[0]
     _WORKER.clear()
-    process = subprocess.Popen([sys.executable, "-m", "ui.measure_process"], cwd=ROOT, stdin=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "ui.server.measure_process"], cwd=ROOT, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, env={**os.environ, "GLASSBOX_MEASURE_PROCESS": "0"})
     _WORKER.append(process)
     return process

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ui import allocator, interpreter
+from ui.server import allocator, interpreter
 
 
 def set_up() -> None:
@@ -19,7 +19,7 @@ def set_up() -> None:
     # count process-wide; every thread that later runs torch work takes it up.)
     torch.set_num_threads(1)
     # Torch lets go of the interpreter lock around every op: a short switch interval bounds how long a
-    # session waits to take it back while others draw their pages (ui/interpreter.py).
+    # session waits to take it back while others draw their pages (ui/server/interpreter.py).
     interpreter.share_the_lock()
-    allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/allocator.py)
+    allocator.cap_arenas()  # once per process: freed memory is reused instead of kept per thread (ui/server/allocator.py)
     allocator.fix_mmap_threshold()  # and big freed blocks go back to the system instead of staying in the heap

@@ -1,10 +1,10 @@
 """Recycling an idle server behind the balancer: after a class, a fresh process instead of a used one.
 
 After a class leaves, one server process keeps 69-89 MB above its level after the warm-up: pages of
-its heaps that a few long-lived blocks hold among freed ones (README, "Memory"), which no allocator
+its heaps that a few long-lived blocks hold among freed ones (docs/classroom-benchmark.md, "Memory"), which no allocator
 hands back. Only a new process is back exactly at the start. With `deploy/cluster.py --recycle-idle`
 each server gets GLASSBOX_RECYCLE_MARKER, the path of a marker file shared by the cluster. When the
-idle trimmer (ui.allocator) finds the server quiet with no tab connected, the server takes the marker
+idle trimmer (ui.server.allocator) finds the server quiet with no tab connected, the server takes the marker
 (created exclusively, so only one server of the cluster restarts at a time and the others keep
 serving) and stops itself with SIGTERM, Streamlit's own clean shutdown; the supervisor starts a new
 process on the same port and removes the marker once it answers its health check. nginx sends the

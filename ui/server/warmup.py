@@ -3,9 +3,9 @@
 The first visit of a page used to pay for torch's lazy set-up, the bundled models' loading, and
 measurements that are the same for everyone at the page's default settings (timing sweeps, the
 random stacks, the legality comparison). app.py calls `start()` on every run; the first call
-starts one daemon thread that fills the same process-wide memos (ui.memo) the pages read, with
+starts one daemon thread that fills the same process-wide memos (ui.shell.memo) the pages read, with
 the same arguments a default visit asks for. A page that asks while the thread is computing a
-result waits for that computation instead of repeating it (ui.memo.Memo); a failure here only
+result waits for that computation instead of repeating it (ui.shell.memo.Memo); a failure here only
 means the page computes the result itself, as it did before.
 """
 
@@ -20,12 +20,11 @@ from typing import Callable, Optional
 
 import torch
 
-from ui.memo import Memo
+from ui.shell.memo import Memo
 
 log = logging.getLogger(__name__)
 
-DEVICE = "cpu"  # the sidebar's default device (ui.sidebar.URL.device)
-MASKS_LEGALITY_LEN, MASKS_COST_BLOCK = 8, 32  # the Masks page's slider defaults
+DEVICE = "cpu"  # the sidebar's default device (ui.shell.sidebar.URL.device)
 _START_LOCK = threading.Lock()
 _STATE = {"thread": None, "done": []}  # the one warm-up thread of this process, and what it finished
 
@@ -51,10 +50,10 @@ def page_modules() -> None:
     import importlib
     import importlib.util
 
-    from ui.nav import PAGES
+    from ui.shell.nav import PAGES
 
     for page in PAGES:
-        name = f"ui.{Path(page.path).stem}_view"
+        name = f"ui.{Path(page.path).stem}.view"
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
     first_use_modules()
@@ -100,7 +99,7 @@ def first_use_modules() -> None:
 
 def bundled_models() -> None:
     """Load every bundled model into the shared memo (each page's sidebar asks for one)."""
-    from ui import models
+    from ui.shell import models
 
     for entry in models.manifest():
         try:
@@ -110,44 +109,16 @@ def bundled_models() -> None:
 
 
 def page_results(page: str) -> list[tuple[Memo, tuple]]:
-    """(memo, arguments) of the measurements a default visit of `page` asks for (masks, depth, positions,
-    cost); tests/app/test_warmup.py checks that a default visit asks for exactly these."""
-    if page == "masks":
-        from ui import masks_runs as R
+    """(memo, arguments) of the measurements a default visit of `page` asks for: its view module's
+    `default_measurements(device)` (masks, depth, positions, cost). The page packages sit above the server's
+    machinery, so they are found by name; tests/app/test_warmup.py checks that a default visit asks for
+    exactly these."""
+    import importlib
 
-        # The legality slider starts at 8 digits and the timing's block size at 32 (ui.masks_view).
-        return [(R.legality_panel_data, (DEVICE, MASKS_LEGALITY_LEN)), (R.timing, (MASKS_COST_BLOCK, 0))]
-    if page == "depth":
-        from ui import depth_runs as R
-        from ui import depth_view as V
-
-        U = V.URL
-        e = V.Experiment(U.L.default, U.gain.default, U.iseed.default, U.measure.default, list(U.show.default),
-                         U.streams.default, U.noise.default, {})
-        wanted = [(R.experiment, e.run_args(variant)) for variant in V.VARIANT_NAMES]
-        twins = R.twin_ids()
-        return wanted + ([(R.twins_data, (*twins, DEVICE))] if twins is not None else [])
-    if page == "positions":
-        from ui import models
-        from ui import positions_runs as R
-        from ui import positions_view as V
-
-        # The sidebar opens on the first bundled model; section 6 scores it with its own scheme and
-        # with the first one offered instead (ui.positions_view.swap_choices).
-        model_id = models.manifest()[0]["id"]
-        native = models._load_bundled(model_id, DEVICE)[0].cfg.pos
-        swap = "none" if native != "none" else "sinusoidal"
-        return [(R.swap_accuracy, (model_id, DEVICE, scheme, V.EXT_SAMPLES)) for scheme in (native, swap)]
-    if page == "cost":
-        from core.analysis import cost as A
-        from ui import cost_runs as R
-        from ui import cost_view as V
-
-        U = V.URL
-        setting = A.Setting(ns=V.powers_of_two(V.N_MIN, U.nmax.default), d_model=U.d.default,
-                            n_heads=U.heads.default, block=U.b.default, device=DEVICE)
-        return [(R.time_sweep, (setting, 0)), (R.memory_sweep, (setting,))]
-    raise ValueError(f"no warm-up for page {page!r}")
+    view = importlib.import_module(f"ui.{page}.view")
+    if not hasattr(view, "default_measurements"):
+        raise ValueError(f"no warm-up for page {page!r}")
+    return view.default_measurements(DEVICE)
 
 
 def measure(page: str) -> Callable[[], None]:
@@ -190,7 +161,7 @@ def run_all() -> list[tuple[str, float]]:
 
 def _run_and_report() -> None:
     """The warm-up thread: every task, then one line in the server log on memory (the class's baseline)."""
-    from ui import allocator
+    from ui.server import allocator
 
     finished = run_all()
     allocator.log_memory(f"warm-up done in {sum(seconds for _, seconds in finished):.1f} s")
@@ -200,13 +171,14 @@ def start_afresh(connected: Callable[[], Optional[int]]) -> bool:
     """When a class has left (no tab connected: `connected()` is 0), forget what it computed and warm up
     again, leaving the process as a freshly started server would be; returns whether it did.
 
-    Called by the idle trimmer (ui.allocator) before it hands free memory back: the students' own
+    Called by the idle trimmer (ui.server.allocator) before it hands free memory back: the students' own
     results and figures in the memos, and the shipped results they decoded, are no use to the next
-    class, and they were what kept the memory above its level before the class (README, "Classroom
-    benchmark"), and so is the measurement worker (ui.measure_process). The bundled models stay loaded.
+    class, and they were what kept the memory above its level before the class (docs/classroom-benchmark.md,
+    "Memory"), and so is the measurement worker (ui.server.measure_process). The bundled models stay loaded.
     With a tab still open (a projector, a student who
     stepped away) nothing is forgotten; None (cannot tell) counts as open."""
-    from ui import allocator, measure_process, memo, precomputed
+    from ui.server import allocator, measure_process
+    from ui.shell import memo, precomputed
 
     if connected() != 0:
         return False
@@ -222,9 +194,9 @@ def start_afresh(connected: Callable[[], Optional[int]]) -> bool:
 
 def enabled() -> bool:
     """Off under AppTest (tests run the pages themselves) and where GLASSBOX_WARMUP=0."""
-    from ui import _under_apptest
+    from ui import under_apptest
 
-    return os.environ.get("GLASSBOX_WARMUP", "1") != "0" and not _under_apptest()
+    return os.environ.get("GLASSBOX_WARMUP", "1") != "0" and not under_apptest()
 
 
 def start() -> bool:

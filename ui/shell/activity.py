@@ -1,8 +1,8 @@
-"""Which browser sessions are using this server right now, for sharing it fairly (ui.train_runs).
+"""Which browser sessions are using this server right now, for sharing it fairly (ui.train.runs).
 
 app.py calls `touch()` on every full run of a session (a page opened or a control changed; a
 fragment's own reruns, such as a training tick, do not run app.py), and so does a control that reruns
-only the fragments that read it (ui.params.rerun_only). A session counts as active
+only the fragments that read it (ui.shell.sections.rerun_readers). A session counts as active
 for `ACTIVE_SECONDS` after that. A tab left open that nobody clicks stops counting, so it does
 not slow anyone's training down.
 """
@@ -30,9 +30,9 @@ def current_session() -> Optional[str]:
 def touch(session_id: Optional[str] = None, now: Optional[float] = None) -> None:
     """Record that a session just ran a page."""
     if session_id is None:
-        from ui import _under_apptest
+        from ui import under_apptest
 
-        if _under_apptest():  # AppTest sessions in one test process are not students sharing a server
+        if under_apptest():  # AppTest sessions in one test process are not students sharing a server
             return
         session_id = current_session()
     if session_id is None:

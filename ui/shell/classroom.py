@@ -16,7 +16,7 @@ import segno
 import streamlit as st
 
 from core import classroom as K
-from ui import query
+from ui.shell import query
 
 REDIS_URL_ENV, TTL_ENV = "GLASSBOX_REDIS_URL", "GLASSBOX_CLASS_TTL"
 TEACHER_KEY = "glassbox.class.teacher"  # (code, token, last (lesson, step) pushed) of the class this session teaches

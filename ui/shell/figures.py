@@ -1,7 +1,7 @@
 """Figures kept per distinct arguments and shipped ready-serialised, so a rerun with the same view is cheap.
 
 `cached(builder)(*args)` calls a pure figure builder from core.figures through a process-wide memo
-(ui.memo: numpy arguments are keyed by a digest of their bytes) and wraps the result in a
+(ui.shell.memo: numpy arguments are keyed by a digest of their bytes) and wraps the result in a
 `ShippedFigure`. The wrapper is made once per process: wrapping inside a page script would redo
 that work on every rerun.
 """
@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.memo import memo
+from ui.shell.memo import memo
 
 MAX_FIGURES = 256  # per builder; a 128-token grid of 8 heads is well under a megabyte
 

@@ -3,7 +3,7 @@ narration, "step k of n", back and next, the step's check, and "reset this step"
 
 The shared sidebar calls `show()` before it draws anything, so every page (including pages added
 later) gets the bar at its top without an edit. Opening a step writes its view into the URL,
-makes every control read the URL again (ui.query.forget) and switches to the step's page; after
+makes every control read the URL again (ui.shell.query.forget) and switches to the step's page; after
 that the student may change anything, and "reset this step" opens the view again.
 """
 
@@ -19,9 +19,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core import checks as C
 from core import lessons as L
-from ui import classroom, lessons_catalog, models, query
-from ui.memo import memo
-from ui.nav import PAGES
+from ui.shell import classroom, lessons_catalog, models, query, sidebar_url
+from ui.shell.memo import memo
+from ui.shell.nav import PAGES
 
 APPLIED_KEY = "glassbox.lesson.applied"  # (lesson id, step) whose view this session last opened
 FEEDBACK_KEY = "glassbox.lesson.feedback"  # (lesson id, step) -> (right?, why, wrong tries so far)
@@ -65,11 +65,10 @@ def current_page() -> str:
 
 def _widget_keys() -> list[str]:
     """Every widget key bound to a URL parameter, on every page and in the sidebar."""
-    from ui import sidebar
-    keys = [p.key for p in sidebar.URL] + [sidebar.TGT_MODE_KEY, sidebar.SEED_KEY]
+    keys = [p.key for p in sidebar_url.URL] + [sidebar_url.TGT_MODE_KEY, sidebar_url.SEED_KEY]
     for p in PAGES:
         try:
-            table = getattr(importlib.import_module(f"ui.{Path(p.path).stem}_view"), "URL", ())
+            table = getattr(importlib.import_module(f"ui.{Path(p.path).stem}.view"), "URL", ())
         except ModuleNotFoundError:
             continue
         keys.extend(param.key for param in table)

@@ -1,8 +1,8 @@
 """Which views a lesson step may open, and the lessons the app knows (bundled plus a teacher's folder).
 
 core.lessons checks a lesson file against a table of pages and their URL parameters; that table is
-built here from ui.nav's PAGES and each page's `ui.<name>_view.URL` table (plus the sidebar's), so a
-page added later (Retrieval, Generation, Cost) can be used by a lesson as soon as it is in ui.nav.
+built here from ui.shell.nav's PAGES and each page's `ui.<name>.view.URL` table (plus the sidebar's), so a
+page added later (Retrieval, Generation, Cost) can be used by a lesson as soon as it is in ui.shell.nav.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Optional
 
 from core import lessons as L
-from ui.memo import memo
-from ui.nav import PAGES
+from ui.shell import sidebar_url
+from ui.shell.memo import memo
+from ui.shell.nav import PAGES
 
 LESSON_DIR_ENV = "GLASSBOX_LESSONS_DIR"  # a teacher's folder of extra lesson files (config)
 LESSON_PARAMS = ("lesson", "step", "present", "class")  # every page reads these; a step may not set them
@@ -22,13 +23,12 @@ LESSON_PARAMS = ("lesson", "step", "present", "class")  # every page reads these
 
 @memo(maxsize=4)
 def _views(page_files: tuple[str, ...]) -> dict[str, frozenset[str]]:
-    from ui import sidebar  # streamlit-bound; imported when the table is first needed
-    shared = {p.name for p in sidebar.URL}
+    shared = {p.name for p in sidebar_url.URL}
     table = {}
     for path in page_files:
         name = Path(path).stem
         try:
-            module = importlib.import_module(f"ui.{name}_view")
+            module = importlib.import_module(f"ui.{name}.view")
             own = {p.name for p in getattr(module, "URL", ())}
         except ModuleNotFoundError:
             own = set()

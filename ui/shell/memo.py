@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import threading
 import weakref
 from collections import OrderedDict
@@ -22,29 +21,8 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import torch
 
-from ui import precomputed
-
-
-_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
-
-
-def fingerprint(value: Any) -> Hashable:
-    """A hashable stand-in for an argument: numpy arrays by shape, dtype and a digest of their bytes."""
-    if isinstance(value, torch.Tensor):
-        return fingerprint(value.detach().cpu().numpy())  # by content, never by identity
-    if isinstance(value, np.ndarray) and value.dtype == object:  # e.g. token labels: by their values
-        return ("ndarray", value.shape, "object", fingerprint(value.ravel().tolist()))
-    if isinstance(value, np.ndarray):
-        data = memoryview(np.ascontiguousarray(value)).cast("B")  # the raw bytes, no copy when contiguous
-        return ("ndarray", value.shape, value.dtype.str, hashlib.blake2b(data, digest_size=16).digest())
-    if isinstance(value, (list, tuple)):
-        if all(type(v) in _PLAIN for v in value):  # token ids, labels: the common case, kept as they are
-            return (type(value).__name__, tuple(value))
-        return (type(value).__name__, *map(fingerprint, value))
-    if isinstance(value, dict):
-        return ("dict", *((k, fingerprint(v)) for k, v in sorted(value.items())))
-    hash(value)  # anything else must be hashable already (a TypeError here names the culprit)
-    return value
+from ui.shell import precomputed
+from ui.shell.fingerprint import fingerprint  # noqa: F401 (also named from here)
 
 
 def freeze(value: Any) -> Any:
@@ -64,7 +42,7 @@ def freeze(value: Any) -> Any:
     return value
 
 
-# Called as recorder(memo, args, kwargs, key) on every memo call; only `python -m ui.precomputed --write`
+# Called as recorder(memo, args, kwargs, key) on every memo call; only `python -m ui.shell.precompute --write`
 # adds one (to learn what each page's default visit asks for). Empty while the app serves students.
 RECORDERS: list[Callable] = []
 
@@ -103,8 +81,8 @@ class Memo:
 
     A miss computes outside the lock, so one slow run never blocks other sessions' lookups of other
     results. A session that asks for a result another thread is computing (a student, or the start-up
-    warm-up of ui.warmup) waits for it instead of computing it a second time on the same few cores.
-    A miss first looks in the results shipped with the app (ui.precomputed), made by this same code.
+    warm-up of ui.server.warmup) waits for it instead of computing it a second time on the same few cores.
+    A miss first looks in the results shipped with the app (ui.shell.precomputed), made by this same code.
     """
 
     def __init__(self, func: Callable, maxsize: int, max_bytes: int = DEFAULT_MAX_BYTES, keep_when_idle: bool = False):
@@ -116,7 +94,7 @@ class Memo:
         self._lock = threading.Lock()
         self._computing: dict[Hashable, threading.Event] = {}  # key -> set when its computation ends
         functools.update_wrapper(self, func)
-        self.name = f"{func.__module__}:{func.__qualname__}"  # how ui.precomputed files its results
+        self.name = f"{func.__module__}:{func.__qualname__}"  # how ui.shell.precomputed files its results
         with _EVERY_MEMO_LOCK:
             _EVERY_MEMO.add(self)
 
@@ -197,7 +175,7 @@ def held() -> dict[str, tuple[int, int]]:
 
 def forget_results() -> int:
     """Empty every memo of the process except those made with keep_when_idle; returns how many results
-    were forgotten. Called when a class has left (ui.warmup.start_afresh): its results are of no use
+    were forgotten. Called when a class has left (ui.server.warmup.start_afresh): its results are of no use
     to the next one, which computes its own."""
     forgotten = 0
     for m in _every_memo():

@@ -17,7 +17,7 @@ from core import checkpoints
 from core.device import available_devices
 from core.families import FAMILIES, family_label
 from core.model import Transformer
-from ui.memo import memo
+from ui.shell.memo import memo
 
 MANIFEST_TTL_S = 10  # a model added to assets/models shows up within this many seconds
 

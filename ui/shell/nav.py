@@ -9,9 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ui.memo import memo
+import streamlit as st
 
-ROOT = Path(__file__).resolve().parent.parent
+from ui import under_apptest
+from ui.shell.memo import memo
+
+try:  # Streamlit internals: the flag behind its old "pages/ folder" mode (see ensure_app_navigation)
+    from streamlit.runtime.pages_manager import PagesManager
+except ImportError:  # pragma: no cover - a Streamlit without it has no such mode to escape
+    PagesManager = None
+
+ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "assets" / "images"
 
 
@@ -80,3 +88,21 @@ def sections() -> dict[str, list[PageInfo]]:
     for page in PAGES:
         out.setdefault(page.section, []).append(page)
     return out
+
+
+def ensure_app_navigation() -> None:
+    """Make sure this run went through app.py's st.navigation; if not, rerun so that it does.
+
+    Streamlit decides once per server process, when the first browser session starts, whether
+    the app uses the old "pages/ folder" mode: it does if a folder called pages/ sits beside
+    app.py, until some run calls st.navigation. So if the very first visitor after a restart
+    opens a deep link (a teacher's /attention?layer=1 link), Streamlit runs that page file
+    alone: no sections, no wide layout, file names in the menu. Clearing the flag and
+    rerunning sends the run through app.py, which keeps the URL and its query parameters.
+    A real server arms the flag once per process, so this reruns at most once. AppTest re-arms
+    it before every run, where rerunning would swallow the click being tested: skip it there
+    (tests/e2e/test_deep_link.py covers the real server).
+    """
+    if PagesManager is not None and PagesManager.uses_pages_directory and not under_apptest():
+        PagesManager.uses_pages_directory = False
+        st.rerun()

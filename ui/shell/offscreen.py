@@ -6,7 +6,7 @@ charts among 30-50 blocks of text, formulas, tables and controls) every one of t
 out and styled the whole page again. With `content-visibility: auto` on each top-level block of the
 page, a block out of sight keeps its place but is neither styled, laid out nor painted until it
 comes near the screen, so each request stays cheap; what a student sees is drawn exactly as before
-(README, "First visits": measured in chromium, the charts' sizes unchanged).
+(docs/first-visits.md: measured in chromium, the charts' sizes unchanged).
 
 A group of sections that one fragment redraws (`section_group`: the controls at its top feed every
 section in it, and nothing outside it) is one top-level block; its own blocks get the same rule, so a

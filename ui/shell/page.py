@@ -8,8 +8,8 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from ui import query
-from ui.params import Int
+from ui.shell import query
+from ui.shell.params import Int
 
 
 def header(title: str, idea: str, equation: str | None = None) -> None:
@@ -38,7 +38,7 @@ def csv_download(rows, file_name: str, key: str, label: str = "Download CSV") ->
 
 
 def computed(text: str, memo_, *args, **kwargs):
-    """memo_(*args, **kwargs), under st.spinner(text) only while the result is not at hand yet (ui.memo's
+    """memo_(*args, **kwargs), under st.spinner(text) only while the result is not at hand yet (ui.shell.memo's
     `has`). Streamlit's spinner starts a timer thread every time it is entered: on a memo hit that was
     about a tenth of a click in Generation's decoding panel, for a spinner nobody sees."""
     if memo_.has(*args, **kwargs):
@@ -92,11 +92,12 @@ def try_this(*prompts: str) -> None:
 
 
 def pick_index(param: Int, label: str, n: int, default: int = 0, fmt=str, help: str | None = None,
-               buttons: int = 8, width: int | str = "stretch", reruns=()) -> int:
+               buttons: int = 8, width: int | str = "stretch") -> int:
     """A choice of 0..n-1 bound to URL parameter `param` (clamped): buttons when there are at most
-    `buttons` choices, otherwise a select box of the given width. `reruns`: as for `Param.widget`."""
+    `buttons` choices, otherwise a select box of the given width. A change reruns the sections that read
+    it (`Param.widget`)."""
     if n <= buttons:
         return param.widget(st.segmented_control, label, hi=n - 1, default=min(default, n - 1), required=True,
-                            format_func=fmt, help=help, reruns=reruns)
+                            format_func=fmt, help=help)
     return param.widget(st.selectbox, label, hi=n - 1, default=min(default, n - 1), format_func=fmt, help=help,
-                        width=width, reruns=reruns)
+                        width=width)

@@ -7,20 +7,18 @@ keeps the value valid as the model or input changes, draws the widget bound to i
 and writes the value back to the URL. Ranges that depend on the model or input (a layer, a token)
 are given when the widget is drawn: `URL.layer.widget(st.selectbox, "Layer", hi=n_layers - 1)`.
 
-The low-level parsing and the notes live in ui.query; nothing here is evaluated as code.
+The low-level parsing and the notes live in ui.shell.query; nothing here is evaluated as code.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
-from ui import activity, query
+from ui.shell import query, sections
 
 def general(value: float) -> str:
     """A number as a person writes it: 0.5, 2, 1e-05 (Python's `g` format)."""
@@ -43,6 +41,7 @@ class Param:
     key: str = ""  # the widget's session-state key (Params fills in "<page>.<name>")
     omit_default: bool = False  # the URL leaves it out while it has its default value
     written: bool = True  # False: read from a shared link, but the page does not write it back
+    page: str = field(default="", compare=False)  # the page whose table lists it (Params fills it in)
 
     # -- what a subclass defines ------------------------------------------------------------
     def parse(self, raw_name: str, bounds: dict) -> Any:
@@ -82,25 +81,27 @@ class Param:
 
     def widget(self, widget: Callable, label: str, *, default: Any = None, url: bool = True,
                key: str | None = None, lo: Any = None, hi: Any = None, choices: Sequence | None = None,
-               reruns: Sequence[str] | Callable[[], Sequence[str]] = (), **kwargs) -> Any:
+               feeds: Optional[str] = None, **kwargs) -> Any:
         """Seed, draw `widget(label, ...)` bound to this parameter's key, and write the URL back.
 
         `lo`, `hi` and `choices` narrow the declared range for this run; other keyword arguments
         go to the widget. A slider whose range has one value is shown as a caption instead (a
-        one-token input must not crash the page). `reruns`: the keys of the fragments that read this
-        control (`@st.fragment(key=...)`), or a function that names them when the control changes (when
-        they depend on what the page shows, e.g. the open tab); a change reruns those alone (`rerun_only`),
-        wherever they are on the page, instead of the page or the fragment the control is drawn in."""
+        one-token input must not crash the page). A change reruns only the page's sections that read this
+        parameter, or what it `feeds` (ui.shell.sections), wherever they are on the page; a parameter that no
+        section reads reruns the page."""
         bounds = self.bounds(lo=lo, hi=hi, choices=choices)
         key = key or self.key
         value = self.seed(default=default, url=url, key=key, lo=lo, hi=hi, choices=choices)
         name = getattr(widget, "__name__", "")
         for arg, bound in self.widget_kwargs(name, bounds).items():
             kwargs.setdefault(arg, bound)
-        if reruns:
-            kwargs["on_change"] = rerun_only
-            kwargs["args"] = (self if url and self.written else None, key, default,
-                              reruns if callable(reruns) else tuple(reruns))
+        readers = sections.readers_of(self.page, feeds or self.name)
+        if readers is not None:
+            if "on_change" in kwargs:  # it would be replaced: say so rather than drop the page's own callback
+                raise ValueError(f"{self.key}: a control that sections read reruns them itself; give its own "
+                                 f"on_change a reading of its own (feeds=) and call Sections.rerun from it")
+            kwargs["on_change"] = sections.rerun_readers
+            kwargs["args"] = (self if url and self.written else None, key, default, readers)
         if name == "slider" and kwargs.get("min_value") == kwargs.get("max_value"):
             st.caption(f"{label}: {self.text(value)} (the only value here)")
         else:
@@ -126,34 +127,6 @@ class Param:
     def clear(self) -> None:
         """Take this parameter out of the URL (its control is not on the page now)."""
         query.write(**{self.name: None})
-
-
-def rerun_only(param: Optional[Param], key: str, default: Any,
-               fragments: Sequence[str] | Callable[[], Sequence[str]]) -> None:
-    """A control's on_change: rerun only the fragments that read it (Streamlit 1.67 reruns fragments by key
-    from a callback), not the page. The control itself is not drawn again, so its URL parameter is written
-    here (`param` None: it has none). `fragments` may be a function that names them now."""
-    activity.touch()  # a student at work, as a full run would record it (app.py does not run now)
-    if param is not None:
-        query.keep(key, st.session_state[key])  # what the page shows when it is opened again in this session
-        param.write(st.session_state[key], default=default)
-    try:
-        st.rerun(list(fragments() if callable(fragments) else fragments))
-    except StreamlitAPIException:  # one of them was not drawn on the page's last run (an early return): all of it
-        st.rerun()
-
-
-def view_readers(reads: dict[str, Sequence[str]], shown: Callable[[], str],
-                 nothing: str) -> Callable[[], tuple[str, ...]]:
-    """For `reruns=` on a page whose views (tabs) read a control differently: a function that names, when the
-    control changes, the keyed fragments of the view `shown()` now that read it (`reads`: view -> keys), or
-    `nothing` (the key of an empty keyed fragment that every full run draws) when none does: a rerun by key
-    needs one at least (`st.rerun([])` is an error, and rerun_only would answer it with the whole page)."""
-    return partial(_view_readers, reads, shown, nothing)
-
-
-def _view_readers(reads: dict[str, Sequence[str]], shown: Callable[[], str], nothing: str) -> tuple[str, ...]:
-    return tuple(reads.get(shown(), ())) or (nothing,)
 
 
 @dataclass(frozen=True)
@@ -332,7 +305,7 @@ class Multi(Param):
 
 @dataclass(frozen=True)
 class Text(Param):
-    """Free text (length-limited by ui.query); the page checks what it means (tokens, a formula)."""
+    """Free text (length-limited by ui.shell.query); the page checks what it means (tokens, a formula)."""
 
     def parse(self, raw_name: str, bounds: dict) -> Optional[str]:
         return query.parse_text(raw_name)
@@ -365,7 +338,7 @@ class Params:
         for p in params:
             if p.name in self.params:
                 raise ValueError(f"URL parameter {p.name!r} is listed twice for page {page!r}")
-            self.params[p.name] = p if p.key else replace(p, key=f"{page}.{p.name}")
+            self.params[p.name] = replace(p, key=p.key or f"{page}.{p.name}", page=page)
 
     def __getattr__(self, name: str) -> Param:
         try:

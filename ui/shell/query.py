@@ -2,7 +2,7 @@
 
 A teacher pastes a link and the class sees the same model, input, layer and head. Values from
 the URL are validated and clamped; anything odd becomes a visible note, never an exception.
-This is the low-level layer: pages declare their parameters with ui.params, which calls it.
+This is the low-level layer: pages declare their parameters with ui.shell.params, which calls it.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def seed(key: str, param: str, parse: Callable[[str], object], default, valid: C
 
 def keep(key: str, value) -> None:
     """Remember `value` as widget `key`'s last value in this session, which `seed` hands back when the page is
-    opened again: for a control whose change reruns only other fragments (ui.params.rerun_only), so that it
+    opened again: for a control whose change reruns only other fragments (ui.shell.sections.rerun_readers), so that it
     is not drawn, and seeded, again."""
     _book().kept[key] = value
 

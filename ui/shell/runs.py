@@ -1,6 +1,6 @@
 """Cached hooked runs: one forward per (model, input, options), shared by every widget on a page.
 
-Results are read-only numpy arrays shared by every session (see ui.memo); masks are passed as
+Results are read-only numpy arrays shared by every session (see ui.shell.memo); masks are passed as
 numpy bool arrays.
 """
 
@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from core.model import Transformer
-from ui import models
-from ui.memo import freeze, memo
-from ui.sidebar import Selection
+from ui.shell import models
+from ui.shell.memo import freeze, memo
+from ui.shell.sidebar import Selection
 
 
 def model_inputs(cache_key: tuple) -> tuple[Transformer, torch.Tensor, dict]:

@@ -16,29 +16,11 @@ import torch
 
 from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
-from ui import ensure_app_navigation, lessons_bar, models, query
-from ui.memo import memo
-from ui.params import Choice, Params, Text
-
-MODEL_KEY = "glassbox.model"
-INPUT_KEY = "glassbox.input"
-TGT_MODE_KEY = "glassbox.tgt_mode"
-TGT_KEY = "glassbox.tgt"
-DEVICE_KEY = "glassbox.device"
-SEED_KEY = "glassbox.example_seed"
-MAX_INPUT_TOKENS = 128  # pages draw every attention pattern; longer inputs would flood the browser
-GREEDY, TYPED = "The model's own output (greedy)", "Type it"
-
-# The sidebar's URL parameters; the choices (models, devices) and defaults (the task's example) are
-# known when it is drawn. `input` and `tgt` are written back as the tokens actually used.
-URL = Params(
-    "glassbox",
-    Choice("model", "", key=MODEL_KEY),
-    Choice("device", "cpu", key=DEVICE_KEY, written=False),
-    Text("input", "", key=INPUT_KEY, written=False),
-    Text("tgt", "", key=TGT_KEY, written=False),
-)
-
+from ui.shell import lessons_bar, models, query
+from ui.shell.nav import ensure_app_navigation
+from ui.shell.memo import memo
+from ui.shell.sidebar_url import (DEVICE_KEY, GREEDY, INPUT_KEY, MAX_INPUT_TOKENS, MODEL_KEY, SEED_KEY,  # noqa: F401
+                                  TGT_KEY, TGT_MODE_KEY, TYPED, URL)  # (re-exported: the pages name them from here)
 
 @dataclass
 class Selection:
@@ -67,8 +49,8 @@ class Selection:
 
     @functools.cached_property
     def cache_key(self) -> tuple:
-        """A hashable identity of (model, device, input) for the ui.memo caches (computed once per Selection);
-        ui.runs.model_inputs turns it back into tensors."""
+        """A hashable identity of (model, device, input) for the ui.shell.memo caches (computed once per Selection);
+        ui.shell.runs.model_inputs turns it back into tensors."""
         tgt = tuple(self.tgt_ids[0].tolist()) if self.tgt_ids is not None else None
         return (self.model_id, self.device, tuple(self.ids[0].tolist()), tgt)
 
@@ -255,9 +237,9 @@ def selection_for(sel: Selection, text: str, what: str = "second input") -> tupl
 def prediction_table(sel: Selection, logits) -> list[dict]:
     """One row per scored output position: the model's top token, the right one, and whether they agree.
 
-    `logits` `[1 pos vocab]` may be a torch tensor or a numpy array (as `ui.runs.run` returns). The
+    `logits` `[1 pos vocab]` may be a torch tensor or a numpy array (as `ui.shell.runs.run` returns). The
     softmax is numpy's: it runs on every rerun, and small numpy calls keep the interpreter lock where
-    each torch call would hand it over and wait to get it back (ui/interpreter.py).
+    each torch call would hand it over and wait to get it back (ui/server/interpreter.py).
     """
     if sel.targets is None:
         return []

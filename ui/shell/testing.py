@@ -1,4 +1,4 @@
-"""Helpers for running the app under Streamlit's AppTest (the tests and ui.precomputed).
+"""Helpers for running the app under Streamlit's AppTest (the tests and ui.shell.precomputed).
 
 Every new AppTest scans every installed package's metadata for Streamlit v2 component manifests
 (streamlit.components.v2.manifest_scanner): about 0.3 s per AppTest on this stack, the larger part

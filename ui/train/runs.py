@@ -7,7 +7,7 @@ each call trains for at most `CHUNK_SECONDS` while holding one of `MAX_CONCURREN
 slots, and while other students use the server all training together gets at most `TRAIN_SHARE`
 of its time (`ShareClock`), so a classroom of students training at once shares the CPU in turns
 instead of starving everyone else's page. The one cached result of the page, the parameter count of a
-config, is a `ui.memo` memo shared by every session.
+config, is a `ui.shell.memo` memo shared by every session.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from core.analysis.train import Example, TrainSettings
 from core.config import TransformerConfig
 from core.tasks import get_task
 from core.train import Trainer, evaluate
-from ui import models, sidebar
-from ui.memo import memo
+from ui.shell import models, sidebar
+from ui.shell.memo import memo
 
 RUN_KEY = "train.run"  # the session's TrainingRun
 UPLOADS_KEY = "train.uploads"  # uploaded file id -> registered model id (so a rerun does not add it twice)
@@ -91,8 +91,8 @@ _SHARE = ShareClock(TRAIN_SHARE)
 
 
 def others_online() -> bool:
-    """Whether other students used this server in the last seconds (ui.activity; idle open tabs do not count)."""
-    from ui import activity
+    """Whether other students used this server in the last seconds (ui.shell.activity; idle open tabs do not count)."""
+    from ui.shell import activity
 
     return activity.others_active()
 

@@ -2,22 +2,18 @@
 scrubber, keeping the model, and opening a checkpoint. pages/train.py calls them in reading order.
 
 Kept in a module (not the page file) so it is compiled once per process; the training itself
-and the page's cached work are in ui.train_runs, the numbers in core.analysis.train.
+and the page's cached work are in ui.train.runs, the numbers in core.analysis.train.
 
-What a click reruns: the settings are read by two keyed fragments and nothing else, the notes about
-clamped values with what the settings add up to (`summary`) and the buttons with the line under them
-(`controls`): every setting but the task reruns those two alone, by key (`reruns=`, ui.params.rerun_only),
-and they read the settings from the session (`settings_now`), so a change redraws neither the sidebar, the
-title, the other settings, the text nor the sections below. A typed number that had to be clamped, and
-steps that move the automatic warm-up the warm-up box shows, rerun the whole page instead, so that the boxes
-show the values used (`settle_typed`); so do the task, which changes the architectures offered, and the two
-presets, which change three boxes. The buttons start, pause or stop the run that the live view and every
-later section show, so each reruns the whole page, not only its fragment (`then_page`, `train`); the
-live view is its own fragment that reruns itself while a run trains. The snapshot section's
-pickers change only that section: they and what reads them are a fragment (`history_views`; the
-section's header and explanation are drawn on full runs only), and inside it the snapshot slider
-redraws only its own fragment (`scrubber`: the slider, the spread curves and the heatmaps). Keeping
-or opening a model changes the sidebar, so those buttons rerun the whole page.
+What a click reruns: every setting but the task feeds "settings", read by two sections
+(ui.shell.sections: `@S.section(..., reads=...)`), the notes and summary (`summary`) and the buttons
+(`controls`), which read the settings from the session (`settings_now`); a change reruns those alone. A
+typed number that had to be clamped, or steps that move the automatic warm-up, rerun the whole page
+instead, so that the boxes show the values used (`settle_typed`); so do the task (it changes the
+architectures offered) and the two presets (they change three boxes). The buttons start, pause or stop
+the run that everything below shows, so each reruns the whole page (`then_page`, `train`); the live view
+reruns itself while a run trains. The snapshot pickers redraw only their own fragment (`history_views`),
+the snapshot slider only its own (`scrubber`). Keeping or opening a model changes the sidebar: the whole
+page.
 """
 
 from __future__ import annotations
@@ -33,12 +29,13 @@ from core.checkpoints import MAX_UPLOAD_BYTES, describe_limits
 from core.families import SIZE_PRESETS
 from core.figures import train as F
 from core.tasks import TASKS, get_task
-from ui import models
-from ui import train_runs as R
-from ui.page import try_this
-from ui import query
-from ui.params import Choice, Float, Int, Params, general, rerun_only
-from ui.sidebar import MODEL_KEY
+from ui.shell import models
+from ui.train import runs as R
+from ui.shell.page import try_this
+from ui.shell import query
+from ui.shell.params import Choice, Float, Int, Params, general
+from ui.shell.sections import Sections
+from ui.shell.sidebar import MODEL_KEY
 
 POS_LABELS = {"sinusoidal": "Sinusoidal (fixed waves)", "learned": "Learned table", "rope": "RoPE (rotate q, k)",
               "none": "None (only the mask)"}
@@ -51,9 +48,6 @@ DEFAULT = TrainSettings(task="reverse", arch="encoder", steps=300)  # learns in 
 ARCHS = tuple(dict.fromkeys(arch for task in TASKS.values() for arch in task.archs))  # a task offers some of them
 NOTES_KEY = "train.notes"  # messages about typed values that were clamped, shown once under the settings
 AUTO_KEY = "train.auto_warmup"  # the automatic warm-up the warm-up box's placeholder shows (the last full run's)
-# The keyed fragments that read the settings: a setting's change reruns these alone (`rerun_only`).
-SUMMARY_KEY, BUTTONS_KEY = "train.summary", "train.buttons"
-READS_SETTINGS = (SUMMARY_KEY, BUTTONS_KEY)
 VIEW_KIND_KEY, VIEW_LAYER_KEY = "train.view_kind", "train.view_layer"  # which heatmaps (not in the URL)
 MAX_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # uploads over this are refused (a teaching model is ~KB)
 NO_BAR = {"displayModeBar": False}
@@ -92,6 +86,9 @@ URL = Params(
 FIELDS = {"n_layers": URL.layers, "d_model": URL.d_model, "n_heads": URL.heads, "steps": URL.steps,
           "seed": URL.seed, "lr": URL.lr, "warmup": URL.warmup, "key_norm_clip": URL.clip,
           "head_mi": URL.head_mi}  # TrainSettings field -> its URL parameter, in the order the URL is read
+# Every setting but the task feeds "settings" (the number boxes through `settle_typed`, which keeps its own
+# on_change): the sections that read it are the summary and the buttons.
+S = Sections("train")
 
 
 def task_archs() -> tuple:
@@ -138,14 +135,14 @@ def auto_warmup(steps) -> int:
 
 def settle_typed(name: str) -> None:
     """on_change of a number box: clamp the typed value (`clamp_typed`), then rerun what the change reaches. Only
-    the fragments that read the settings, by key (`rerun_only`, which writes the URL: the box is not drawn
+    the sections that read the settings, by key (`S.rerun`, which writes the URL: the box is not drawn
     again), unless a box must show something new: a value that had to be clamped, or steps that move the
     automatic warm-up in the warm-up box's placeholder. Then the whole page reruns, and draws the boxes."""
     param = FIELDS[name]
     changed = clamp_typed(name)
     if changed or (name == "steps" and auto_warmup(st.session_state.get(param.key)) != st.session_state.get(AUTO_KEY)):
         st.rerun()  # the whole page (scope "app"), which writes the URL as it draws the box
-    rerun_only(param, param.key, None, READS_SETTINGS)
+    S.rerun("settings", param=param, key=param.key)
 
 
 def number(col, label: str, name: str, step, help: str, fmt: str | None = None, **kwargs):
@@ -178,26 +175,26 @@ def variant_widgets(steps) -> None:
     number(c1, "Warm-up steps", "warmup", 10, f"Steps over which the learning rate climbs to its peak, "
            f"{_range('warmup')}; 0 starts at the full rate. Empty: a tenth of the run, at most 100.",
            placeholder=f"auto ({auto})")
-    URL.score.widget(c2.selectbox, "Attention score", format_func=SCORE_LABELS.get, reruns=READS_SETTINGS,
+    URL.score.widget(c2.selectbox, "Attention score", format_func=SCORE_LABELS.get, feeds="settings",
                      help="How a query and a key become a score before the softmax.")
     number(c3, "Key-norm clip", "key_norm_clip", 0.5,
            f"Shrink every key longer than this back to this length, {_range('key_norm_clip')}; 0 = off.", fmt="%.2f")
-    URL.act.widget(c4.selectbox, "MLP activation", format_func=ACT_LABELS.get, reruns=READS_SETTINGS)
+    URL.act.widget(c4.selectbox, "MLP activation", format_func=ACT_LABELS.get, feeds="settings")
     number(c5, "Head diversity λ", "head_mi", 0.01,
            f"Weight of the penalty on the information heads of a layer share, {_range('head_mi')}; 0 = off.",
            fmt="%.3f")
 
 
 def settings_widgets() -> None:
-    """The three rows of settings and the presets. Every control but the task reruns only the fragments that read
-    the settings (READS_SETTINGS); the task changes the architectures offered, so it reruns the page."""
+    """The three rows of settings and the presets. Every control but the task reruns only the sections that read
+    the settings ("settings"); the task changes the architectures offered, so it reruns the page."""
     c1, c2, c3, c4 = st.columns(4)
     URL.task.widget(c1.selectbox, "Task", format_func=lambda n: TASKS[n].title,
                     help="The toy task the model learns; each says which positions are scored.")
-    URL.arch.widget(c2.selectbox, "Architecture", choices=task_archs(), reruns=READS_SETTINGS,
+    URL.arch.widget(c2.selectbox, "Architecture", choices=task_archs(), feeds="settings",
                     help="Only the architectures this task supports are offered.")
-    URL.pos.widget(c3.selectbox, "Positions", format_func=POS_LABELS.get, reruns=READS_SETTINGS)
-    URL.norm.widget(c4.selectbox, "LayerNorm placement", format_func=NORM_LABELS.get, reruns=READS_SETTINGS)
+    URL.pos.widget(c3.selectbox, "Positions", format_func=POS_LABELS.get, feeds="settings")
+    URL.norm.widget(c4.selectbox, "LayerNorm placement", format_func=NORM_LABELS.get, feeds="settings")
     c1, c2, c3, c4, c5, c6 = st.columns(6)
     number(c1, "Layers", "n_layers", 1, f"Blocks per stack, {_range('n_layers')}.")
     number(c2, "d_model", "d_model", 8, f"Width of the residual stream, {_range('d_model')}; it must divide evenly "
@@ -214,7 +211,7 @@ def settings_widgets() -> None:
 
 def settings_now() -> tuple[TrainSettings, list[str]]:
     """The settings the controls hold now, read from the session and clamped, with a note for every value that had
-    to change: what the keyed fragments read, since a setting's change reruns them alone (their arguments would
+    to change: what the sections read, since a setting's change reruns them alone (their arguments would
     be those of the page's last full run)."""
     raw = {"task": URL.task.now(), "arch": URL.arch.now(), "pos": URL.pos.now(), "norm": URL.norm.now(),
            **{name: param.now() for name, param in FIELDS.items()},
@@ -222,7 +219,7 @@ def settings_now() -> tuple[TrainSettings, list[str]]:
     return A.clamp_settings(raw)
 
 
-@st.fragment(key=SUMMARY_KEY)  # every setting but the task reruns it (rerun_only)
+@S.section("summary", reads=("settings",))
 def summary() -> None:
     """The notes about values that had to be clamped, and what the settings the controls hold now add up to."""
     settings, notes = settings_now()
@@ -257,7 +254,7 @@ def describe_settings(settings: TrainSettings) -> None:
 
 
 def setup_panel() -> None:
-    """Section 1: the schedule, the settings, and (a keyed fragment) the notes about clamped values and what the
+    """Section 1: the schedule, the settings, and (a section) the notes about clamped values and what the
     settings add up to."""
     st.subheader("1 · Set up the run")
     st.markdown(
@@ -315,7 +312,7 @@ def train(device: str) -> None:
     st.rerun()
 
 
-@st.fragment(key=BUTTONS_KEY)  # every setting but the task reruns it (rerun_only); its buttons rerun the page
+@S.section("buttons", reads=("settings",))  # its buttons rerun the page
 def controls(device: str) -> None:
     """Train / Pause / Resume / Stop / Reset, depending on where the run is, for the settings the controls hold
     now (`settings_now`): whether Train can be pressed, and whether they differ from the run's."""
@@ -418,7 +415,7 @@ def live_panel() -> None:
 
 
 def train_panel(device: str) -> None:
-    """Section 2: what the live view shows, the buttons (a keyed fragment), and the live view (a fragment that
+    """Section 2: what the live view shows, the buttons (a section), and the live view (a fragment that
     reruns itself while a run trains)."""
     st.subheader("2 · Train and watch")
     st.markdown(
