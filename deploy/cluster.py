@@ -11,7 +11,7 @@ everything by PID.
 
 Why several processes: one Python process runs one student's script at a time per core at best
 (the interpreter lock), so a bigger class needs more processes, each with its own copy of the
-models (about 0.4 GB each at rest). See the README's "Many classrooms" for the figures.
+models (about 0.4 GB each at rest). See docs/classroom-benchmark.md for the figures.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-MMAP_THRESHOLD = "1048576"  # ui.allocator.MMAP_THRESHOLD, from the first allocation (tests/app/test_allocator.py)
+MMAP_THRESHOLD = "1048576"  # ui.server.allocator.MMAP_THRESHOLD, from the first allocation (tests/app/test_allocator.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
@@ -92,7 +92,7 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every app server
     local_redis: bool = False  # start a private redis-server for the classes (GLASSBOX_REDIS_URL)
     redis: Optional[subprocess.Popen] = None
-    recycle_idle: bool = False  # a server idle with no tab connected is restarted afresh (ui/recycle.py)
+    recycle_idle: bool = False  # a server idle with no tab connected is restarted afresh (ui/server/recycle.py)
     restarts: list[str] = field(default_factory=list)  # one line per server restarted, for the log and tests
 
     @property
@@ -140,7 +140,7 @@ class Cluster:
         # One cookie secret for all servers (in the environment, not on the command line where `ps`
         # shows it): a browser moved to another server when its own one died keeps a valid XSRF cookie.
         env = dict(os.environ, **self.env, STREAMLIT_SERVER_COOKIE_SECRET=self.cookie_secret)
-        # Two malloc arenas from the first allocation (ui/allocator.py can only cap them once app.py runs):
+        # Two malloc arenas from the first allocation (ui/server/allocator.py can only cap them once app.py runs):
         # after a class leaves, the server's memory comes back near its baseline.
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env.setdefault("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)  # and 1 MiB+ blocks mapped apart, freed to the system
@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     ap.add_argument("--server-arg", action="append", default=[], help="extra argument for each streamlit run")
     ap.add_argument("--recycle-idle", action="store_true",
                     help="restart a server afresh once it is idle with no tab connected (one at a time, the others "
-                         "keep serving): its memory back to a fresh start after every class (ui/recycle.py)")
+                         "keep serving): its memory back to a fresh start after every class (ui/server/recycle.py)")
     ap.add_argument("--redis", default=os.environ.get("GLASSBOX_REDIS_URL", ""), metavar="URL",
                     help="keep classes in this Redis (redis://host:port/db), so a student on any server can join "
                          "a class a teacher opened on another (default: $GLASSBOX_REDIS_URL, else a private "
