@@ -52,8 +52,10 @@ def test_ranking_is_an_immutable_sequence_equal_to_ablate_each(model):
     ranking = R.ranking(MODEL, "cpu", task_name, "zero")
     assert isinstance(ranking, tuple)
     direct = ablate_each(model, task, R.ablation_batch(task, model.cfg.arch), "zero")
-    assert [(r["layer"], r["index"], r["loss"]) for r in ranking] == [(r["layer"], r["index"], r["loss"])
-                                                                       for r in direct]
+    # The same heads in the same order with the same losses, up to float rounding: the ranking may come from the
+    # results shipped with the app, computed on another CPU (whose kernels round the last bits differently).
+    assert [(r["layer"], r["index"]) for r in ranking] == [(r["layer"], r["index"]) for r in direct]
+    assert [r["loss"] for r in ranking] == pytest.approx([r["loss"] for r in direct], rel=1e-5)
     base = R.ablation(MODEL, "cpu", task_name, (), "zero")
     assert R.ablation(MODEL, "cpu", task_name, (), "zero") is base
 

@@ -167,6 +167,12 @@ def shippable(memo_) -> bool:
 def write(path: Path = ASSET) -> dict:
     """Record, then write every storable result of an input-independent memo; returns a summary."""
     os.environ["GLASSBOX_PRECOMPUTED"] = "0"  # measure live, never copy an older asset
+    import torch
+
+    # As a server computes (ui/server/process.py sets one torch thread in every app process): a model's float
+    # results depend on the thread count, and some memos take them as arguments, so results recorded on the
+    # default threads were filed under keys a server never asks for (Masks' compare_masking, computed live).
+    torch.set_num_threads(1)
     calls, problems = record()
     entries, skipped = [], {}
     for memo_, args, kwargs in calls:
@@ -187,8 +193,6 @@ def write(path: Path = ASSET) -> dict:
     modules = sorted({e["memo"].partition(":")[0] for e in entries})
     header = {"code_digests": {m: code_digest(m) for m in modules},
               "made": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine()}
-    import torch
-
     header["torch"] = torch.__version__
     path.parent.mkdir(parents=True, exist_ok=True)
     blob = json.dumps({"format": FORMAT, "header": header, "entries": entries}, separators=(",", ":"))
