@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Tracked top-level entries that the running app never reads.
-NOT_AT_RUN_TIME = {".ci", ".dockerignore", ".gitignore", "Dockerfile", "README.md", "bench", "deploy", "tests",
+NOT_AT_RUN_TIME = {".ci", ".dockerignore", ".gitignore", "Dockerfile", "README.md", "bench", "deploy", "docs", "tests",
                    "pytest.ini", "requirements-bench.txt", "requirements-test.txt"}
 
 
