@@ -23,4 +23,3 @@ header(
 V.lesson_list()
 V.teacher_panel()
 V.class_panel()
-V.check_kinds_panel()

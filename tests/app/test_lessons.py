@@ -10,6 +10,7 @@ from tests.app.conftest import app_at, assert_ok
 from tests.app.fragments import click
 from ui.shell import lessons_catalog
 from ui.shell.nav import PAGES
+from ui.shell.text import is_literal, plain
 
 TITLES = {p.path.split("/")[-1]: p.title for p in PAGES}
 LESSONS = {l.id: l for l in L.bundled(lessons_catalog.views())}
@@ -77,7 +78,109 @@ def test_a_state_check_reads_the_students_own_mask():
     click(at, "masks.all.preset", "block", page)
     click(at, key, None, page)
     assert_ok(at)
-    assert at.success and "lambda_2 = 0" in at.success[0].value
+    assert at.success and "lambda_2 = 0" in plain(at.success[0].value)
+
+
+def test_feedback_is_shown_as_computed():
+    """Issue 35, defect 6: the one-number example's feedback "0.225*1 + 0.275*-1 + 0.500*3" lost its stars
+    to italics. The feedback is Markdown that shows the computed text exactly."""
+    at = app_at(None, {"lesson": "mechanics-of-attention", "step": "1"})
+    at.number_input(key="lesson_answer.mechanics-of-attention.1").set_value(1.4516).run()
+    at.button(key="lesson_check.mechanics-of-attention.1").click().run()
+    assert_ok(at)
+    shown = at.success[0].value
+    assert is_literal(shown), shown
+    assert plain(shown) == ("Right. The output is the weighted sum of the values: 0.225*1 + 0.275*-1 + 0.500*3 "
+                            "= 1.4516.")
+
+
+def test_an_unknown_lesson_in_the_link_is_echoed_literally():
+    at = app_at(None, {"lesson": "**x** [a](http://example.com)", "step": "1"})
+    assert_ok(at)
+    warning = next(w.value for w in at.warning if "no lesson called" in w.value)
+    assert is_literal(warning) and "'**x** [a](http://example.com)'" in plain(warning)
+
+
+TEACHERS_TEXT = {  # what a lesson file may hold that Markdown would read: each shown as typed
+    "title": "Weights *and* values: 0.2*1 + 0.3*-1",
+    "summary": "Uses __import__ and :material/home: and $x$, <b>not bold</b>.",
+    "section": "Part_1_of_2 ~~x~~",
+    "try": "Set `d_k` to 4 * 2 and [look](http://example.com).",
+    "question": "Is 2*3*4 = 24? :smile:",
+    "hint": "# not a heading",
+}
+
+
+IMAGE_NARRATION = "Look: ![a beacon](http://example.com/pixel.png) and **this** part."
+MARKDOWN_NARRATION = "A *previous-token* head, $\\lambda_2$ and **bold**: Markdown as the author wrote it."
+
+
+def teachers_lesson() -> str:
+    """A two-step lesson file whose every text field holds Markdown characters (TEACHERS_TEXT), with a
+    narration that shows an image from another server (step 1) and one that is plain Markdown (step 2)."""
+    import json
+
+    t = {name: json.dumps(value) for name, value in TEACHERS_TEXT.items()}  # a JSON string is a TOML string
+    step = """
+[[steps]]
+section = {section}
+title = {title}
+narration = {narration}
+page = "attention.py"
+try = [{try_}]
+[steps.check]
+kind = "scalar_output"
+question = {question}
+hint = {hint}
+"""
+    steps = "".join(step.format(section=t["section"], title=t["title"], narration=json.dumps(n), try_=t["try"],
+                                question=t["question"], hint=t["hint"])
+                    for n in (IMAGE_NARRATION, MARKDOWN_NARRATION))
+    return (f'title = {t["title"]}\nlevel = "first steps"\nchapter = "mechanics"\nsummary = {t["summary"]}\n'
+            + steps)
+
+
+def test_a_teachers_lesson_text_is_shown_as_typed(tmp_path, monkeypatch):
+    """Issue 35, defect 6: titles, summary, sections, prompts, questions and hints of a lesson file are
+    shown literally; its narration stays Markdown unless it holds a link or an image (fetched from another
+    server as it shows), and then it is plain text with a line that says why."""
+    (tmp_path / "marked-up.toml").write_text(teachers_lesson())
+    monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
+
+    at = app_at("pages/lessons.py")
+    assert_ok(at)
+    assert not at.error  # the file loaded
+    heading = next(m.value for m in at.markdown if m.value.startswith("##### ") and "Weights" in m.value)
+    assert is_literal(heading[6:]) and plain(heading[6:]) == TEACHERS_TEXT["title"]
+    summary = next(m.value for m in at.markdown if "import" in m.value)
+    assert is_literal(summary) and plain(summary) == TEACHERS_TEXT["summary"]
+
+    at = app_at(None, {"lesson": "marked-up", "step": "1"})
+    assert_ok(at)
+    texts = [m.value for m in at.markdown]
+    title = next(v[5:] for v in texts if v.startswith("#### "))
+    assert is_literal(title) and plain(title) == TEACHERS_TEXT["title"]
+    story = next(v for v in texts if "beacon" in v)
+    assert is_literal(story) and plain(story) == IMAGE_NARRATION  # no image, no link: shown as typed
+    assert any("shown as plain text" in c.value for c in at.caption)
+    prompt = next(v for v in texts if v.startswith("**Try this**"))
+    assert is_literal(prompt.split("\n- ", 1)[1]) and plain(prompt.split("\n- ", 1)[1]) == TEACHERS_TEXT["try"]
+    question = next(v for v in texts if v.startswith("**Check:** "))
+    assert is_literal(question[11:]) and plain(question[11:]) == TEACHERS_TEXT["question"]
+    caption = bar_caption(at)
+    assert plain(caption.split("**")[1]) == TEACHERS_TEXT["title"] and is_literal(caption.split("**")[1])
+    assert TEACHERS_TEXT["section"] in plain(caption.split(" · ")[1]) and is_literal(caption.split(" · ")[1])
+
+    at.number_input(key="lesson_answer.marked-up.1").set_value(0.0).run()
+    at.button(key="lesson_check.marked-up.1").click().run()
+    hint = next(i.value for i in at.info if "Hint" in i.value)
+    assert is_literal(hint) and plain(hint) == "Hint: " + TEACHERS_TEXT["hint"]
+
+    at.query_params["step"] = "2"
+    at.run()
+    assert_ok(at)
+    assert MARKDOWN_NARRATION in [m.value for m in at.markdown]  # Markdown and math as written
+    assert not any("shown as plain text" in c.value for c in at.caption)
 
 
 def test_a_pick_check_offers_the_models_heads():
@@ -115,6 +218,19 @@ def test_the_lessons_page_lists_every_lesson_with_its_length():
     at.segmented_control(key="lessons.level").set_value("advanced").run()
     assert_ok(at)
     assert [m.value for m in at.markdown if m.value.startswith("#####")] == ["##### The architecture, and why it replaced RNNs"]
+
+
+def test_the_lessons_page_leaves_the_authors_documentation_to_the_teachers_guide():
+    """Issue 35, defect 8: no TOML format, example or check-kinds table on a student's Lessons page; where a
+    teacher uploads a file, one line says the format is in docs/lessons.md."""
+    at = app_at("pages/lessons.py")
+    assert_ok(at)
+    assert "Check kinds" not in [h.value for h in at.header]
+    assert not at.table and not [c for c in at.code if "[[steps]]" in c.value]
+    assert not [e for e in at.expander if "example" in e.label.lower()]
+    assert not any("[[steps]]" in m.value or "`[steps.view]`" in m.value for m in at.markdown)
+    line = [c.value for c in at.caption if "docs/lessons.md" in c.value]
+    assert len(line) == 1 and at.get("file_uploader")
 
 
 def test_an_uploaded_file_with_a_problem_is_refused_with_its_line():

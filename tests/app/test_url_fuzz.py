@@ -5,6 +5,7 @@ tables (ui.<page>.view.URL and the sidebar's), so a parameter added later is fuz
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,6 +57,22 @@ def test_every_parameter_at_a_hostile_value(page, kind):
     assert_ok(at)
     if kind in ("huge", "negative", "nan", "unicode", "long"):
         assert at.warning or at.error, "a value the page could not use must be reported on the page"
+
+
+MARKDOWN = "**x** [a](http://h) __import__ :smile: $x$"
+FORMATTING = re.compile(r"\*\*x|\[a\]|__import|:smile|\$x")  # any of MARKDOWN's parts, unescaped
+
+
+@pytest.mark.parametrize("page", PAGE_FILES)
+def test_every_parameter_echoed_in_a_message_is_shown_literally(page):
+    # The notes echo what the link holds; Markdown in it must not turn into bold, links, emoji or math.
+    query = {name: MARKDOWN for name in names(page)}
+    at = app_at(None if page.endswith("home.py") else page, query)
+    assert_ok(at)
+    messages = [m.value for kind in ("warning", "error", "info", "success", "caption") for m in at.get(kind)]
+    assert any("**x**" in re.sub(r"\\(.)", r"\1", m) for m in messages), "the link's value is reported"
+    for message in messages:
+        assert not FORMATTING.search(re.sub(r"\\.", "", message)), message
 
 
 @pytest.mark.slow

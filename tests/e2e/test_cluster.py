@@ -150,7 +150,7 @@ def test_a_student_on_another_server_follows_the_teachers_class(cluster, browser
     t_context, teacher = pinned_page(browser, cluster, teacher_route, 1024, 768)
     s_context, student = pinned_page(browser, cluster, student_route, 1024, 768)
     try:
-        open_page(teacher, f"{cluster.url}/lessons", timeout=180_000, last="text=Check kinds")
+        open_page(teacher, f"{cluster.url}/lessons", timeout=180_000, last="text=Joining a class?")
         teacher.get_by_role("button", name="Open a class").click()
         bar = "(t) => { const b = document.querySelector('.st-key-lesson_bar'); return b && b.innerText.includes(t); }"
         teacher.wait_for_function(bar, arg="step 1 of", timeout=120_000)

@@ -45,7 +45,7 @@ def _thumbnail(page) -> None:
 
 def test_lessons_page_lists_the_lessons(server_url, page):
     open_page(page, server_url, timeout=180_000)
-    open_page(page, f"{server_url}/lessons", timeout=180_000, last="text=Check kinds")
+    open_page(page, f"{server_url}/lessons", timeout=180_000, last="text=Joining a class?")
     assert_no_exception(page)
     for lesson in L.bundled():
         assert page.get_by_text(lesson.title, exact=True).count() >= 1
@@ -92,7 +92,7 @@ def test_a_student_browser_follows_the_teacher(server_url, browser, page):
     import time
 
     n = len(L.load_lesson(L.LESSONS_DIR / f"{LESSON}.toml").steps)  # the class opens the first lesson
-    open_page(page, f"{server_url}/lessons", timeout=180_000, last="text=Check kinds")
+    open_page(page, f"{server_url}/lessons", timeout=180_000, last="text=Joining a class?")
     page.get_by_role("button", name="Open a class").click()
     _wait_for_step(page, 1, n)
     code = re.search(r"class ([A-Z0-9]{6})", _bar_text(page)).group(1)

@@ -1,4 +1,7 @@
-"""The Lessons page's panels: the list of lessons, a teacher's own files, and the check kinds a lesson may use.
+"""The Lessons page's panels: the list of lessons, a teacher's own files, and classes.
+
+A lesson's title, summary and sections are shown literally (an uploaded file's text is not Markdown); how to
+write a lesson is the teacher's guide, docs/lessons.md, which this page only points to.
 
 The lesson bar itself (ui.shell.lessons_bar) sits on whichever page a step opens; this page lists what
 there is and starts it. `lesson`, `step` and `present` are read by every page (app.py's bar);
@@ -15,14 +18,13 @@ from __future__ import annotations
 import csv
 import io
 
-import pandas as pd
 import streamlit as st
 
-from core import checks as C
 from core import lessons as L
 from ui.shell import classroom, lessons_bar, lessons_catalog
 from ui.shell.page import try_this
 from ui.shell.params import Choice, Flag, Int, Params, Text
+from ui.shell.text import literal
 
 ALL_LEVELS = "all levels"
 URL = Params(
@@ -66,11 +68,11 @@ def lesson_list() -> None:
         st.info(f"No lesson at the level {level!r} yet.")
     for lesson in shown:
         with st.container(border=True):
-            st.markdown(f"##### {lesson.title}")
+            st.markdown(f"##### {literal(lesson.title)}")
             st.caption(f"{lesson.level} · follows *{L.CHAPTERS[lesson.chapter]}* · {len(lesson.steps)} steps, "
                        f"{lesson.n_checks} checks · pages: {', '.join(p.removesuffix('.py') for p in lesson.pages)}")
-            st.markdown(lesson.summary)
-            st.markdown("Covers: " + " → ".join(lesson.sections))
+            st.markdown(literal(lesson.summary))
+            st.markdown("Covers: " + " → ".join(literal(s) for s in lesson.sections))
             with st.container(horizontal=True):
                 st.button("Start", icon=":material/play_arrow:", type="primary", key=f"start.{lesson.id}",
                           on_click=start, args=(lesson.id, False))
@@ -86,7 +88,7 @@ def lesson_list() -> None:
         st.download_button("Download the list (CSV)", out.getvalue(), "lessons.csv", "text/csv",
                            icon=":material/download:")
     for problem in problems:
-        st.error(f"A lesson file in the teacher's folder was not loaded: {problem}", icon=":material/error:")
+        st.error(literal(f"A lesson file in the teacher's folder was not loaded: {problem}"), icon=":material/error:")
     try_this("Start **Attention as retrieval** and answer its first question before you look at the page's numbers.",
              "Open any step, change the model in the sidebar, then press *reset this step*: the step's view comes back.")
 
@@ -94,55 +96,31 @@ def lesson_list() -> None:
 def teacher_panel() -> None:
     """Upload a lesson file: checked line by line; a file with any problem is refused whole."""
     st.header("Your own lesson")
-    st.markdown(
-        "A lesson is a small TOML file: a title, a level, the chapter it follows, a summary, and `[[steps]]`, each "
-        "with a title, narration, the page it opens, the URL parameters it sets (`[steps.view]`), one or two "
-        "`try` prompts and optionally a `[steps.check]` naming one of the check kinds below. No code runs from it. "
-        f"Files in the folder named by `{lessons_catalog.LESSON_DIR_ENV}` are listed above for everyone.")
-    with st.expander("An example step"):
-        st.code(EXAMPLE_STEP, language="toml")
-    upload = st.file_uploader("Lesson file (.toml)", type=["toml"], key="lessons.upload")
+    st.caption(FORMAT_LINE)
+    upload = st.file_uploader("Lesson file (.toml)", type=["toml"], key="lessons.upload",
+                              max_upload_size=1)  # MB: the browser refuses more (a lesson is at most 200,000 bytes)
     if upload is None:
         return
     try:
         lesson = lessons_catalog.parse_upload(upload.getvalue(), upload.name)
     except ValueError as exc:
-        st.error(f"This lesson was not loaded: {exc}", icon=":material/error:")
+        st.error(literal(f"This lesson was not loaded: {exc}"), icon=":material/error:")
         return
-    st.session_state.setdefault(lessons_bar.UPLOADED_KEY, {})[lesson.id] = lesson
-    st.success(f"Loaded **{lesson.title}**: {len(lesson.steps)} steps, {lesson.n_checks} checks. It is in the list "
-               f"above for this session as `{lesson.id}`.", icon=":material/check_circle:")
+    uploaded = st.session_state.setdefault(lessons_bar.UPLOADED_KEY, {})
+    if uploaded.get(lesson.id) != lesson:  # new: run the page again, so that the list above shows it
+        uploaded[lesson.id] = lesson
+        st.rerun()
+    st.success(f"Loaded **{literal(lesson.title)}**: {len(lesson.steps)} steps, {lesson.n_checks} checks. It is in "
+               f"the list above for this session as `{lesson.id}`.", icon=":material/check_circle:")
 
 
-EXAMPLE_STEP = '''[[steps]]
-section = "Masks as graphs"
-title = "Cut the graph in two"
-narration = "A mask is a graph; lambda_2 = 0 means it falls apart."
-page = "masks.py"
-try = ["Find two presets that give lambda_2 = 0."]
-[steps.view]
-model = "sort-decoder"
-preset = "full"
-[steps.check]
-kind = "mask_lambda2"
-question = "Make a mask whose graph has lambda_2 = 0."
-hint = "Block-diagonal masks never let the blocks talk."
-args = { target = 0.0 }'''
+# The authors' documentation (the file format, a complete example, every check kind) is the teacher's guide;
+# a student's Lessons page only says where it is.
+FORMAT_LINE = ("A lesson is a small TOML file (no code runs from it): its format, a complete example and the check "
+               "kinds are in `docs/lessons.md` of the project.")
 
 
 def class_panel() -> None:
     """Open a class (teacher) or join one (student)."""
     lessons, _ = lessons_bar.known_lessons()
     classroom.class_panel({l.id: l.title for l in lessons.values()})
-
-
-def check_kinds_panel() -> None:
-    """The check kinds a lesson may name, with their arguments."""
-    st.header("Check kinds")
-    st.markdown("A check names one of these kinds and gives its arguments; the right answer is computed when the "
-                "check runs (from the model for *pick*, by the app's own code for *number*, from what the student "
-                "set for *state*).")
-    rows = [{"kind": k.name, "sort": k.sort, "what it asks": k.summary, "needs": ", ".join(k.required) or "-",
-             "optional (default)": ", ".join(f"{n} ({v!r})" for n, v in k.optional.items()) or "-"}
-            for k in C.KINDS.values()]
-    st.table(pd.DataFrame(rows).set_index("kind"))

@@ -17,6 +17,7 @@ import streamlit as st
 
 from core import classroom as K
 from ui.shell import query
+from ui.shell.text import literal
 
 REDIS_URL_ENV, TTL_ENV = "GLASSBOX_REDIS_URL", "GLASSBOX_CLASS_TTL"
 TEACHER_KEY = "glassbox.class.teacher"  # (code, token, last (lesson, step) pushed) of the class this session teaches
@@ -183,7 +184,7 @@ def class_panel(lesson_titles: dict[str, str]) -> None:
         if st.form_submit_button("Join", icon=":material/group_add:"):
             joined = K.normalise_code(typed)
             if joined is None or store().get(joined) is None:
-                st.error(f"{typed[:20]!r} is not the code of an open class. Check it with your teacher.")
+                st.error(f"{literal(repr(typed[:20]))} is not the code of an open class. Check it with your teacher.")
             else:
                 _set_following(joined, True)
                 st.query_params["class"] = joined

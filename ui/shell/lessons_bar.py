@@ -22,6 +22,7 @@ from core import lessons as L
 from ui.shell import classroom, lessons_catalog, models, query, sidebar_url
 from ui.shell.memo import memo
 from ui.shell.nav import PAGES
+from ui.shell.text import has_link, literal, narration
 
 APPLIED_KEY = "glassbox.lesson.applied"  # (lesson id, step) whose view this session last opened
 FEEDBACK_KEY = "glassbox.lesson.feedback"  # (lesson id, step) -> (right?, why, wrong tries so far)
@@ -119,7 +120,8 @@ def show() -> Optional[tuple[L.Lesson, int]]:
     lesson = lessons.get(str(lesson_id))
     if lesson is None:
         shown = ", ".join(sorted(lessons))
-        st.warning(f"There is no lesson called {str(lesson_id)[:60]!r}. Lessons: {shown}.", icon=":material/school:")
+        st.warning(literal(f"There is no lesson called {str(lesson_id)[:60]!r}. Lessons: {shown}."),
+                   icon=":material/school:")
         return None
     k = _step_number(len(lesson.steps))
     current = current_page()
@@ -158,18 +160,27 @@ def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
         st.html(TO_TOP.format(step=f"{lesson.id} {k}"), unsafe_allow_javascript=True)
     with st.container(border=True, key="lesson_bar"):
         teaching = classroom.teaching()
-        st.caption(f":material/school: **{lesson.title}** · {step.section} · step {k} of {n}"
+        st.caption(f":material/school: **{literal(lesson.title)}** · {literal(step.section)} · step {k} of {n}"
                    + (f" · :material/groups: class **{teaching}**" if teaching else ""))
         st.progress(k / n)
         story, task = st.columns([3, 2]) if presenting() else (st.container(), st.container())
         with story:
-            st.markdown(f"#### {step.title}")
-            st.markdown(step.narration)
+            st.markdown(f"#### {literal(step.title)}")
+            story_text(step.narration)
         with task:
-            st.markdown("**Try this**\n\n" + "\n".join(f"- {p}" for p in step.try_this))
+            st.markdown("**Try this**\n\n" + "\n".join(f"- {literal(p)}" for p in step.try_this))
             if step.check is not None:
                 check_panel(lesson, k, step.check)
         nav_buttons(lesson, k, n, locked)
+
+
+def story_text(text: str) -> None:
+    """A step's narration: Markdown and math as the lesson wrote it, but plain text when it holds a link or
+    an image, which an uploaded lesson could point at another server (an image is fetched as it shows)."""
+    st.markdown(narration(text))
+    if has_link(text):
+        st.caption("This narration has a link or an image, so it is shown as plain text: a lesson's text may "
+                   "not send the browser to another server.")
 
 
 def nav_buttons(lesson: L.Lesson, k: int, n: int, locked: bool = False) -> None:
@@ -217,17 +228,18 @@ def grade(check: L.Check, answer) -> C.Feedback:
 def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
     """The question, the answer control, a Check button, and the feedback (with the hint after a miss)."""
     where = (lesson.id, k)
-    st.markdown(f"**Check:** {check.question}")
+    st.markdown(f"**Check:** {literal(check.question)}")
     answer = None
     try:
         if check.sort == C.PICK:
             answer = st.radio("Your answer", solution(check).options, index=None, horizontal=True,
-                              key=f"lesson_answer.{lesson.id}.{k}", label_visibility="collapsed")
+                              key=f"lesson_answer.{lesson.id}.{k}", label_visibility="collapsed",
+                              format_func=literal)
         elif check.sort == C.NUMBER:
             answer = st.number_input("Your answer", value=None, format="%.4f", key=f"lesson_answer.{lesson.id}.{k}",
                                      placeholder="type a number", label_visibility="collapsed")
     except ValueError as exc:
-        st.error(f"This check cannot run on this server: {exc}")
+        st.error(literal(f"This check cannot run on this server: {exc}"))
         return
     label = "Check what I set" if check.sort == C.STATE else "Check"
     feedback = st.session_state.setdefault(FEEDBACK_KEY, {})
@@ -235,15 +247,15 @@ def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
         try:
             verdict = grade(check, answer)
         except ValueError as exc:  # e.g. a teacher's check names a role or preset that does not exist
-            st.error(f"This check cannot run: {exc}")
+            st.error(literal(f"This check cannot run: {exc}"))
             return
         misses = feedback.get(where, (False, "", 0))[2] + (not verdict.ok)
         feedback[where] = (verdict.ok, verdict.why, misses)
     if where in feedback:
         ok, why, misses = feedback[where]
         if ok:
-            st.success(f"Right. {why}", icon=":material/check_circle:")
+            st.success(literal(f"Right. {why}"), icon=":material/check_circle:")
         else:
-            st.error(f"Not yet. {why}", icon=":material/cancel:")
+            st.error(literal(f"Not yet. {why}"), icon=":material/cancel:")
             if misses:
-                st.info(f"Hint: {check.hint}", icon=":material/lightbulb:")
+                st.info(literal(f"Hint: {check.hint}"), icon=":material/lightbulb:")

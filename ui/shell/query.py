@@ -11,7 +11,10 @@ from typing import Callable, Iterable, Optional
 
 import streamlit as st
 
+from ui.shell.text import code, literal  # noqa: F401 (the notes echo what someone typed; also named from here)
+
 _NOTES_KEY = "glassbox.url_notes"
+_REFUSED_KEY = "glassbox.input_refused"  # what the student typed and the page could not use, said under the title
 _MISSING = object()
 _BOOK_KEY = "glassbox.url_book"  # a _Book: keys read from the URL, and each widget's last value
 MAX_PARAM_CHARS = 2000
@@ -35,10 +38,23 @@ def note(message: str) -> None:
         notes.append(message)
 
 
+def refused(problem: str, instead: str, what: str) -> None:
+    """Remember that what the student typed could not be used (`problem`) and which tokens the page shows
+    instead (`instead`, which are `what`: "the task's example"), for `show_notes` to say under the title: the
+    sidebar's own message is out of sight on a short screen, while the figures silently show something else."""
+    message = f"{literal(problem)} The page shows {literal(what)} instead: {code(instead)}"
+    notes = st.session_state.setdefault(_REFUSED_KEY, [])
+    if message not in notes:
+        notes.append(message)
+
+
 def show_notes() -> None:
-    """Show (and forget) what was wrong with the URL."""
+    """Show (and forget) what the page could not use: typed input first, then what was wrong with the URL.
+    Both echo what someone typed, so they are shown literally (`literal`)."""
+    for message in st.session_state.pop(_REFUSED_KEY, []):
+        st.error(message, icon=":material/keyboard:")
     for message in st.session_state.pop(_NOTES_KEY, []):
-        st.warning(message, icon=":material/link_off:")
+        st.warning(literal(message), icon=":material/link_off:")
 
 
 def parse_int(name: str, lo: int, hi: int) -> Optional[int]:
@@ -149,6 +165,16 @@ def keep(key: str, value) -> None:
     opened again: for a control whose change reruns only other fragments (ui.shell.sections.rerun_readers), so that it
     is not drawn, and seeded, again."""
     _book().kept[key] = value
+
+
+def drop(key: str) -> None:
+    """Forget widget `key`'s value in this session, and the value `seed` keeps for it, so that its next `seed`
+    starts from the default it is given (a new model's example input). The URL is not read again for a key
+    already read from it: it still holds the view being left."""
+    st.session_state.pop(key, None)
+    book = st.session_state.get(_BOOK_KEY)
+    if book is not None:
+        book.kept.pop(key, None)
 
 
 def write(**values) -> None:

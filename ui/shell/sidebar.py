@@ -19,8 +19,9 @@ from core.tasks import IGNORE, Task, get_task
 from ui.shell import lessons_bar, models, query
 from ui.shell.nav import ensure_app_navigation
 from ui.shell.memo import memo
-from ui.shell.sidebar_url import (DEVICE_KEY, GREEDY, INPUT_KEY, MAX_INPUT_TOKENS, MODEL_KEY, SEED_KEY,  # noqa: F401
-                                  TGT_KEY, TGT_MODE_KEY, TYPED, URL)  # (re-exported: the pages name them from here)
+from ui.shell.sidebar_url import (DEVICE_KEY, GREEDY, INPUT_KEY, INPUT_MODEL_KEY, MAX_INPUT_TOKENS,  # noqa: F401
+                                  MODEL_KEY, SEED_KEY, TGT_KEY, TGT_MODE_KEY, TYPED,
+                                  URL)  # (re-exported: the pages name them from here)
 
 @dataclass
 class Selection:
@@ -102,10 +103,32 @@ def _pick_device(description: str) -> str:
 
 
 def _on_model_change() -> None:
-    # A new model may not understand the old input: start from its task's first example.
-    st.session_state.pop(INPUT_KEY, None)
-    st.session_state.pop(TGT_KEY, None)
+    """A new model may not understand the old input: start from its task's first example, and let an
+    encoder-decoder write its own decoder input. The values kept for a page switch go too (ui.shell.query.drop),
+    or they would come back on this very run; the URL gets the new example when the sidebar writes it."""
+    for key in (INPUT_KEY, TGT_KEY, TGT_MODE_KEY):
+        query.drop(key)
     st.session_state[SEED_KEY] = 0
+
+
+def _follow_model(model_id: str) -> None:
+    """Start from the new model's example when the model changed since the input was made: by the select box,
+    whose new value is already in the session when the page runs, or by another page's button (Generation,
+    Train). A session's first run keeps the link's input (no model before it), and so does a lesson step,
+    which makes the sidebar read the URL again (ui.shell.query.forget): `drop` leaves it to the URL."""
+    before = st.session_state.get(INPUT_MODEL_KEY)
+    if before is not None and before != model_id:
+        _on_model_change()
+    st.session_state[INPUT_MODEL_KEY] = model_id
+
+
+def _refuse(problem: str, instead: str, what: str) -> None:
+    """Say in the sidebar, under the box, that typed tokens cannot be used and what is shown instead, and have the
+    page say it under its title too (ui.shell.query.refused), where the student is looking. The problem echoes the
+    typed tokens, so it is shown literally."""
+    st.error(query.literal(problem))
+    st.caption(f"Showing {what} instead: {query.code(instead)}")
+    query.refused(problem, instead, what)
 
 
 def _tokenise(task: Task, text: str, what: str, cap: int) -> tuple[Optional[list[str]], Optional[str]]:
@@ -127,16 +150,14 @@ def shared_sidebar() -> Selection:
     lessons_bar.show()  # a lesson step opens its view here, before any control reads the URL
     with st.sidebar:
         st.markdown("### Model and input")
-        previous = st.session_state.get(MODEL_KEY)
         model_id = _pick_model()
-        if previous is not None and previous != model_id:
-            _on_model_change()
+        _follow_model(model_id)
         device = _pick_device(models.describe(model_id))
         try:
             model, meta = models.get_model(model_id, device)
             task = get_task(meta["task"])
         except (ValueError, KeyError) as exc:
-            st.error(f"Could not load this model: {exc}")
+            st.error(query.literal(f"Could not load this model: {exc}"))
             st.stop()
         arch = model.cfg.arch
         cap = _max_tokens(model)
@@ -150,14 +171,13 @@ def shared_sidebar() -> Selection:
             st.session_state.pop(TGT_KEY, None)
         text = st.text_area(label, key=INPUT_KEY, height=90,
                             help=f"Tokens separated by spaces, at most {cap} (so that every pattern can be drawn). "
-                                 f"Known tokens: {' '.join(task.vocab.tokens[:40])}")
+                                 f"Known tokens: {query.literal(' '.join(task.vocab.tokens[:40]))}")
         tokens, problem = _tokenise(task, text, "input", cap)
         notes = []
         if problem:
-            st.error(problem)
+            _refuse(problem, default_text, "the task's example")
             notes.append(problem)
             tokens = default_text.split()
-            st.caption(f"Showing the task's example instead: `{default_text}`")
         ids = torch.tensor([task.vocab.encode(tokens)], device=model.device)  # [1, pos]
         tgt_tokens = tgt_ids = None
         if arch == "encoder-decoder":
@@ -166,7 +186,7 @@ def shared_sidebar() -> Selection:
             targets = task.label(tokens, arch, tgt=tgt_tokens)
         except ValueError as exc:
             targets = None
-            st.info(f"No right answer to check: {exc}")
+            st.info(query.literal(f"No right answer to check: {exc}"))  # it may echo the typed tokens
         st.caption(f"Task: **{task.title}**. {task.scored_for(arch)}")
     URL.input.write(" ".join(tokens))
     if tgt_tokens and st.session_state.get(TGT_MODE_KEY) == TYPED:
@@ -191,7 +211,7 @@ def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, 
     text = st.text_input("Decoder input tokens", key=TGT_KEY, help="Start with <bos>.")
     tokens, problem = _tokenise(task, text, "decoder input", cap)
     if problem:
-        st.error(problem)
+        _refuse(problem, " ".join(greedy_tokens), "the model's own decoder input")
         tokens = greedy_tokens
     return tokens, torch.tensor([vocab.encode(tokens)], device=src_ids.device)
 

@@ -14,6 +14,7 @@ TGT_MODE_KEY = "glassbox.tgt_mode"
 TGT_KEY = "glassbox.tgt"
 DEVICE_KEY = "glassbox.device"
 SEED_KEY = "glassbox.example_seed"
+INPUT_MODEL_KEY = "glassbox.input_model"  # the model the input (and decoder input) in the sidebar were made for
 MAX_INPUT_TOKENS = 128  # pages draw every attention pattern; longer inputs would flood the browser
 GREEDY, TYPED = "The model's own output (greedy)", "Type it"
 
