@@ -14,7 +14,7 @@ from ui import under_apptest
 from ui.shell import activity, lessons_bar, offscreen, preload
 
 from ui.server import allocator, process, recycle, warmup
-from ui.shell.nav import sections
+from ui.shell.nav import FAVICON, sections
 
 process.set_up()  # one torch thread, a short switch interval, malloc settings (ui/server/process.py)
 if not under_apptest():
@@ -25,7 +25,7 @@ if not under_apptest():
 warmup.start()  # once per process: models and default measurements, off the request path (ui/server/warmup.py)
 activity.touch()  # this session is using the server (training shares it while others do: ui/train/runs.py)
 
-st.set_page_config(page_title="Transformer Glassbox", page_icon=":material/visibility:", layout="wide",
+st.set_page_config(page_title="Transformer Glassbox", page_icon=str(FAVICON), layout="wide",
                    initial_sidebar_state="collapsed" if lessons_bar.presenting() else "auto")  # ?present=1
 
 PAGES = {

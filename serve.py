@@ -11,7 +11,9 @@ as with app.py (`--server.port`, `--server.address`, .streamlit/config.toml).
 
 It also sends Streamlit's frontend code gzip-compressed, each file compressed once per process
 (ui/server/compressed_static.py): a first visit downloads about a third of the bytes. GLASSBOX_COMPRESS_STATIC=0
-switches that off.
+switches that off. And its page says where the server is (ui/server/page_address.py): Streamlit's frontend,
+opened at a page's link, would first ask the page's address for the server's health (two 404s per page opened;
+`streamlit run app.py` still makes them).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from ui.server.compressed_static import CompressedStatic
+from ui.server.page_address import ServerAddress
 
 
 def warm_up() -> None:
@@ -42,4 +45,5 @@ async def lifespan(_app):
 
 
 compress = os.environ.get("GLASSBOX_COMPRESS_STATIC", "1") != "0"
-app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(CompressedStatic)] if compress else [])
+app = st.App("app.py", lifespan=lifespan,
+             middleware=[Middleware(ServerAddress)] + ([Middleware(CompressedStatic)] if compress else []))

@@ -21,6 +21,9 @@ except ImportError:  # pragma: no cover - a Streamlit without it has no such mod
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "assets" / "images"
+# The browser tab's icon, served by the app itself: Streamlit fetches a ":material/...:" icon from Google's
+# font host, the one request that left the machine (and failed in an offline classroom).
+FAVICON = IMAGES / "favicon.png"
 
 
 @dataclass(frozen=True)
