@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from core import masks as M
 from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
 from tests.app.fragments import click
+from ui.shell.text import is_literal, plain
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "masks.py")
 ENCODER = "future-legality-encoder"
@@ -126,6 +127,27 @@ def test_bad_formula_shows_the_grammar_and_keeps_the_page(encoder_page):
     assert len(plotly_specs(at)) == 14 and not at.title
     np.testing.assert_allclose(z(at, "own mask"), z(at, "your mask ·"), atol=1e-6)
     assert len(plotly_specs(at.run())) >= 15 and not at.exception  # and the whole page still draws
+
+
+@pytest.mark.parametrize("formula", ['__import__("os")', "i < __x__ or i ** 2 < j"])
+def test_a_formula_error_shows_the_formula_as_typed(formula):
+    """Issue 35, defect 6: a formula error showed `__import__` as a bold "import". The error is Markdown
+    that shows core's message, and the student's formula in it, exactly."""
+    with pytest.raises(ValueError) as exc:
+        M.from_formula(formula, N)
+    at = open_masks(model=ENCODER, input=INPUT, preset="formula", formula=formula)
+    assert_ok(at)
+    error = next(e.value for e in at.error if "cannot be used" in e.value)
+    assert is_literal(error), error
+    assert plain(error) == f"This formula cannot be used: {exc.value}"
+
+
+def test_a_formula_in_a_chart_title_is_not_read_as_html():
+    """`0<i>j` is a valid formula (0 < i and i > j); Plotly would have drawn its `<i>` as italics."""
+    at = open_masks(model=ENCODER, input=INPUT, preset="formula", formula="0<i>j")
+    assert_ok(at)
+    title = chart(at, "your mask (every layer)")["layout"]["title"]["text"]
+    assert "<i>" not in title and "0&lt;i&gt;j" in title
 
 
 def test_cell_edit_changes_the_pattern_and_the_prediction():

@@ -24,7 +24,8 @@ from core.figures.heatmaps import EXACT_CELLS
 from ui.attention.runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
                                grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
                                spread_figure, steps_figure, sweep)
-from ui.shell.page import pick_index, rows_table, try_this
+from ui.shell.export import chart_config, file_stem
+from ui.shell.page import csv_download, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.shell.sections import Sections
 from ui.shell.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
@@ -32,7 +33,6 @@ from ui.shell.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text
 TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 STEPS_HEAD, STEPS_TOY = "head", "toy"
 CMP_HEADS, CMP_INPUTS = "heads", "inputs"
-PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-attention"}}
 SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would not fit a projector line)
 # The views: URL value -> label. Only the open view is drawn, so a rerun pays for one view.
 VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
@@ -158,7 +158,7 @@ def overview_heads(sel: Selection) -> None:
                 f"Hover to read the tokens and the weight{_rounding_note(patterns.size)}. This model has "
                 f"{n_l} layers × {n_h} heads.")
     st.plotly_chart(grid_figure(patterns, v.q_tokens, v.k_tokens, selected=(v.layer, v.head)),
-                    key="attention.fig_grid", config=PNG)
+                    key="attention.fig_grid", config=chart_config("attention", sel.model_id, f"every-head-{v.kind.key}"))
 
 
 def head_panel(sel: Selection):
@@ -195,14 +195,17 @@ def head_query(sel: Selection):
         st.plotly_chart(head_figure(pattern, q_tokens, k_tokens, kind.query_title, kind.key_title,
                                     title=f"{kind.label}: layer {layer}, head {head}{t}", query=qpos,
                                     height=max(440, min(900, 120 + 28 * len(q_tokens)))),
-                        key="attention.fig_head", config=PNG)
+                        key="attention.fig_head",
+                        config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-heatmap"))
     with right:
         st.plotly_chart(lines_figure(pattern, q_tokens, k_tokens, query=qpos, q_title=kind.query_title,
-                                     k_title=kind.key_title), key="attention.fig_lines", config=PNG)
+                                     k_title=kind.key_title), key="attention.fig_lines",
+                        config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-lines"))
     allowed = A.causal_allowed(len(q_tokens), len(k_tokens), kind.causal)[qpos]
     st.plotly_chart(bars_figure(pattern[qpos], k_tokens, allowed, k_title=kind.key_title,
                                  title=f"Where query {qpos}:{q_tokens[qpos]} looks (its row of the heatmap){t}"),
-                    key="attention.fig_bars", config=PNG)
+                    key="attention.fig_bars",
+                    config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-query{qpos}"))
     hidden = int((~allowed).sum())
     if kind.causal and hidden:
         st.caption(f"The {hidden} grey bars are later keys the causal mask hides from this query: their weight "
@@ -260,7 +263,8 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c, v in rows[0].items()
                                 if isinstance(v, float)})
     st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels, steps.allowed),
-                    key="attention.fig_steps_bars", config=PNG)
+                    key="attention.fig_steps_bars",
+                    config=chart_config("attention", sel.model_id, f"steps-{kind.key}-l{layer}h{head}-query{qpos}"))
     st.markdown("**6. Weighted sum of the values.** The head's output for this query is the average of the "
                 "value vectors, each weighted by its α:")
     st.latex(r"z = \sum_j \alpha_j v_j = " + _vector_latex(steps.output))
@@ -354,7 +358,8 @@ def toy_arithmetic(temperature: float = 1.0):
              + ", ".join(f"{w:.4f}" for w in steps.weights) + ")")
     terms = " + ".join(f"{w:.4f}\\times({v:g})" for w, v in zip(steps.weights, steps.values[:, 0]))
     st.latex(r"o = \sum_i \alpha_i v_i = " + terms + f" = {steps.output[0]:.4f}")
-    st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels), key="attention.fig_toy_bars", config=PNG)
+    st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels), key="attention.fig_toy_bars",
+                    config=chart_config("attention", None, "steps-toy"))
     st.markdown(_toy_leader_text(steps))
     try_this("Raise q to 20: the same keys now give one weight close to 1. A longer query acts like a lower "
              "temperature: it narrows the focus (the one-hot limit, a hard lookup).",
@@ -437,7 +442,8 @@ def temperature_entropy(sel: Selection) -> None:
     c3.metric(f"mean over all heads and layers, T = {temperature:g}", f"{A.row_entropy(pat).mean():.2f} bits",
               delta=f"{everywhere:+.2f} bits vs T = 1" if abs(everywhere) >= 0.005 else None, delta_color="off")
     st.plotly_chart(entropy_figure(before, after, A.max_entropy(allowed), q_tokens, temperature, kind.query_title),
-                    key="attention.fig_entropy", config=PNG)
+                    key="attention.fig_entropy",
+                    config=chart_config("attention", sel.model_id, f"temperature-{kind.key}-l{layer}h{head}"))
 
 
 @S.section("temp.predictions", reads=("kind", "temp"), view=VIEW_TEMP)
@@ -472,6 +478,8 @@ def temperature_predictions(sel: Selection) -> bool:
         f"p, T = {temperature:g}": f"{a['p(predicted)']:.3f}",
     } for b, a in zip(before_rows, after_rows)])
     st.table(table.set_index("reads (position: token)"))  # a plain table: every row shows, large enough for a projector
+    csv_download(table, file_stem("attention", sel.model_id, f"predictions-T{temperature:g}") + ".csv",
+                 "attention.temp_csv")
     return True
 
 
@@ -503,7 +511,8 @@ def scale_histogram(d_k: int, scaled: bool, seed: int) -> None:
               help="The measured std of the random pairs below, compared with the square root of d_k.")
     c3.metric("spread of q·k / √d_k", f"{measured / np.sqrt(d_k):.3f}",
               help="About 1 at every d_k: dividing by √d_k undoes the growth.")
-    st.plotly_chart(dots_figure(samples, d_k, scaled), key="attention.fig_scale_hist", config=PNG)
+    st.plotly_chart(dots_figure(samples, d_k, scaled), key="attention.fig_scale_hist",
+                    config=chart_config("attention", None, f"scale-spread-dk{d_k}"))
     shown = "q·k / √d_k" if scaled else "raw q·k"
     st.caption(f"{len(samples):,} random pairs of vectors with d_k = {d_k} entries each, every entry drawn from a "
                f"normal distribution with mean 0 and variance 1. Shown: {shown}; the dashed curve is the normal "
@@ -521,15 +530,18 @@ def scale_curves(d_k: int, n_keys: int, scaled: bool, seed: int) -> None:
     c1, c2, c3 = st.columns(3)
     with c1:
         st.plotly_chart(curve_figure(sw.dks, sw.max_weight[0], sw.max_weight[1], "largest weight", d_k,
-                                     1.0, "one-hot", (0.0, 1.05)), key="attention.fig_scale_max", config=PNG)
+                                     1.0, "one-hot", (0.0, 1.05)), key="attention.fig_scale_max",
+                        config=chart_config("attention", None, f"scale-largest-weight-{n_keys}-keys"))
     with c2:
         top = float(np.log2(n_keys))
         st.plotly_chart(curve_figure(sw.dks, sw.entropy[0], sw.entropy[1], "entropy (bits)", d_k,
                                      top, f"uniform: log₂{n_keys}", (0.0, top * 1.12)),
-                        key="attention.fig_scale_entropy", config=PNG)
+                        key="attention.fig_scale_entropy",
+                        config=chart_config("attention", None, f"scale-entropy-{n_keys}-keys"))
     with c3:
         st.plotly_chart(curve_figure(sw.dks, sw.jacobian[0], sw.jacobian[1], "‖∂α/∂s‖ (gradient size)", d_k),
-                        key="attention.fig_scale_jacobian", config=PNG)
+                        key="attention.fig_scale_jacobian",
+                        config=chart_config("attention", None, f"scale-gradient-{n_keys}-keys"))
     which = "scaled" if scaled else "unscaled"
     m1, m2, m3 = st.columns(3)
     m1.metric(f"largest weight, {which}, d_k = {d_k}", f"{sw.max_weight[row, j]:.3f}",
@@ -563,7 +575,8 @@ def scale_model_spread(sel: Selection) -> None:
                   f"give. A trained head is not random: it learns how large its queries and keys are, and so how "
                   f"sharp it wants to be.")
     st.plotly_chart(spread_figure(spread.dot_std, spread.d_head, spread.q_std, spread.k_std),
-                    key="attention.fig_scale_model", config=PNG)
+                    key="attention.fig_scale_model",
+                    config=chart_config("attention", sel.model_id, f"scale-spread-{kind.key}"))
     how = {"scaled_dot": f"divides q·k by √{cfg.d_head} = {np.sqrt(cfg.d_head):.2f} before softmax",
            "dot": "does **not** divide q·k by anything (plain dot-product scores)",
            "cosine": f"scores with cosine similarity times {cfg.cosine_scale:g}, so the raw q·k above is not what "
@@ -678,15 +691,17 @@ def compare_pair(sel: Selection):
     c1, c2 = st.columns(2)
     with c1:
         st.plotly_chart(head_figure(a, q_tokens, k_tokens, kind.query_title, kind.key_title, title=a_title),
-                        key="attention.fig_cmp_a", config=PNG)
+                        key="attention.fig_cmp_a",
+                        config=chart_config("attention", sel.model_id, f"compare-a-{kind.key}-l{layer}h{head}"))
     with c2:
         st.plotly_chart(head_figure(b, b_q, b_k, kind.query_title, kind.key_title, title=b_title),
-                        key="attention.fig_cmp_b", config=PNG)
+                        key="attention.fig_cmp_b", config=chart_config("attention", sel.model_id, f"compare-b-{kind.key}"))
     diff, note = A.difference(a, b)
     if note:
         st.warning(note)
     st.plotly_chart(diff_figure(diff, q_tokens, k_tokens, title="A − B", q_title=kind.query_title,
-                                         k_title=kind.key_title), key="attention.fig_cmp_diff", config=PNG)
+                                         k_title=kind.key_title), key="attention.fig_cmp_diff",
+                    config=chart_config("attention", sel.model_id, f"compare-difference-{kind.key}"))
     st.caption(f"Largest disagreement: {np.abs(diff).max():.3f}. Mean absolute difference per cell: "
                f"{np.abs(diff).mean():.4f}.")
 
@@ -708,7 +723,8 @@ def export_files(sel: Selection) -> None:
     n_l, n_h, n_q, n_k = patterns.shape
     st.markdown(f"The current view's attention tensor has shape **[layer, head, query, key] = "
                 f"[{n_l}, {n_h}, {n_q}, {n_k}]** ({kind.label}, T = {temperature:g}). For pictures: every chart "
-                f"in the other views saves as a PNG from the camera icon in its toolbar (hover over the chart).")
+                f"in the other views saves as a PNG (the camera in its toolbar: hover over the chart) or as an SVG "
+                f"(the disk beside it).")
     stem = f"attention_{sel.model_id.replace(':', '-')}_{kind.key}_T{temperature:g}"
     meta = dict(model=sel.model_id, kind=kind.label, temperature=f"{temperature:g}", axes="layer head query key")
     c1, c2 = st.columns(2)

@@ -22,6 +22,7 @@ from core.analysis import cost as A
 from core.families import SIZE_PRESETS
 from ui.cost import runs as R
 from ui.shell import precomputed
+from ui.shell.export import chart_config
 from ui.shell.page import csv_download, number_table, rows_table, try_this
 from ui.shell.params import Choice, Params
 from ui.shell.sections import Sections
@@ -35,12 +36,19 @@ N_MIN = 32
 PRESET_NS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 RUN_KEY, REMEASURE_KEY = "cost.run", "cost.remeasure"
 
+# The defaults show the page's headline on any machine: the predicted crossover n = d = 128 sits two doublings
+# inside the sweep (32 ... 2,048), and the measured lines cross with room to spare. The RNN pays a fixed cost per
+# step that n·d² leaves out, so they cross above n = d: at n ≈ 280-650 in seven runs on a busy 2-core machine,
+# where explicit attention took 3-17× the RNN's time at the longest n. With d = 64, 4 heads and n up to 1,024 that
+# was 1.4-2.7×, crossing at the last point or not at all ("none in range", seen here too). 8 heads add their h·n²
+# softmax and patterns to attention's side; n up to 2,048 doubles the margin again (8 x 2,048² patterns, 128 MiB,
+# fit no CPU cache). The default sweeps take about 6 s of one core where nothing shipped holds them.
 URL = Params(
     "cost",
-    Choice("d", 64, choices=D_CHOICES),
-    Choice("heads", 4, choices=HEAD_CHOICES),
+    Choice("d", 128, choices=D_CHOICES),
+    Choice("heads", 8, choices=HEAD_CHOICES),
     Choice("b", 32, choices=BLOCK_CHOICES),
-    Choice("nmax", 1024, choices=NMAX_CHOICES),
+    Choice("nmax", 2048, choices=NMAX_CHOICES),
     Choice("preset", "original", choices=tuple(SIZE_PRESETS)),
 )
 S = Sections("cost")  # its sections say which of d, heads, b, nmax and run (Measure again) they read
@@ -145,7 +153,7 @@ def time_panel(s: A.Setting) -> None:
     time_measured(s.device)
     st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:", on_click=remeasure)
     try_this(
-        "Move d from 64 to 256: the predicted crossover (grey dashes) moves right with d. Does the measured one?",
+        "Move d from 128 to 512: the predicted crossover (grey dashes) moves right with d. Does the measured one?",
         "Read the slopes: explicit, fused and chunked should be near 2, block-sparse and the RNN near 1. Which "
         "line bends at small n, where fixed overheads hide the power law?",
         "Compare chunked with explicit: the same n²·d work, so the same slope; it pays a Python loop over key "
@@ -186,7 +194,8 @@ def time_measured(device: str) -> None:
               help="Explicit time divided by fused scaled_dot_product_attention time.")
     st.plotly_chart(R.time_figure(sweep["ns"], sweep["ms"], slopes, A.PREDICTED_TIME_SLOPE, s.d_model, measured,
                                   title=f"measured: d = {s.d_model}, {s.n_heads} heads of {s.d_head}, b = {s.block}"),
-                    key="cost.chart.time")
+                    key="cost.chart.time",
+                    config=chart_config("cost", None, f"time-d{s.d_model}-h{s.n_heads}-b{s.block}"))
     if measured is None:
         cheaper = sweep["ms"][A.EXPLICIT][-1] < sweep["ms"][A.RNN][-1]
         st.info(f"The lines do not cross between n = {s.ns[0]} and {s.ns[-1]:,}: "
@@ -256,7 +265,8 @@ def steps_counted(device: str) -> None:
     st.plotly_chart(R.steps_figure(ns, [r["RNN sequential steps"] for r in rows],
                                    [r["attention sequential steps"] for r in rows],
                                    [r["RNN longest path"] for r in rows], [r["attention longest path"] for r in rows],
-                                   title=f"one layer, n from {ns[0]} to {ns[-1]:,}"), key="cost.chart.steps")
+                                   title=f"one layer, n from {ns[0]} to {ns[-1]:,}"), key="cost.chart.steps",
+                    config=chart_config("cost", None, f"steps-and-paths-d{s.d_model}"))
     st.dataframe(rows_table(rows), hide_index=True, width="stretch")
     download(rows, "steps", "Download steps (CSV)")
 
@@ -282,7 +292,7 @@ def memory_panel(s: A.Setting) -> None:
              r"\qquad \text{memory: } O(h\,n^2) \to O(h\,n\,(d_\text{head} + b))")
     memory_measured(s.device)
     try_this(
-        "Switch h from 4 to 8: explicit attention's memory doubles (h·n²), chunked attention's too, but it stays a "
+        "Switch h from 8 to 4: explicit attention's memory halves (h·n²), chunked attention's too, but it stays a "
         "line of slope 1.",
         "Make the block b bigger: chunked attention holds h·n·b scores at a time, so its memory grows with b while "
         "explicit attention's does not move.",
@@ -299,7 +309,8 @@ def memory_measured(device: str) -> None:
     slopes = summary["slopes"]
     st.plotly_chart(R.memory_figure(sweep["ns"], sweep["bytes"], sweep["patterns"], slopes, A.PREDICTED_MEMORY_SLOPE,
                                     title=f"measured peak of one training step: {s.n_heads} heads of {s.d_head}, "
-                                          f"b = {s.block}"), key="cost.chart.memory")
+                                          f"b = {s.block}"), key="cost.chart.memory",
+                    config=chart_config("cost", None, f"memory-d{s.d_model}-h{s.n_heads}-b{s.block}"))
     table = summary["table"]
     m1, m2 = st.columns(2)
     m1.metric(f"explicit ÷ chunked at n = {s.ns[-1]:,}", f"{table[-1]['explicit ÷ chunked']:.1f}×")
@@ -349,7 +360,8 @@ def preset_counts() -> None:
     m2.metric("attention = RNN at n = d", f"{p.d_model:,}")
     at = next(r for r in rows if r["n"] == 8192)
     m3.metric("patterns at n = 8,192 (batch 1)", f"{at['patterns kept, MiB (all maps)'] / 1024:,.1f} GiB")
-    st.plotly_chart(R.preset_figure(rows, title=f"{p.name}: counted, not measured"), key="cost.chart.preset")
+    st.plotly_chart(R.preset_figure(rows, title=f"{p.name}: counted, not measured"), key="cost.chart.preset",
+                    config=chart_config("cost", None, f"preset-{name}"))
     number_table(rows, {"n": ("localized", 1), **{k: ("localized", 0.01) for k in rows[0] if k != "n"}},
                  width="stretch")
     download(rows, f"preset-{name}", "Download counts (CSV)")

@@ -27,6 +27,7 @@ from core.analysis import depth_tables as T
 from core.tasks import IGNORE
 from ui.depth import runs as R
 from ui.shell import query
+from ui.shell.export import chart_config
 from ui.shell.page import computed, rows_table, try_this
 from ui.shell.params import Choice, Float, Int, Multi, Params, general
 from ui.shell.sections import Sections
@@ -217,7 +218,7 @@ def norms_chart(sel: Selection) -> None:
     which = f.stack if is_encdec(sel) else sel.model.cfg.arch
     st.plotly_chart(R.stage_figure(stream.norms, stream.labels, f.tokens, colorbar="‖x‖", value_name="‖x‖",
                                    title=f"‖x‖ per residual state and token ({which})"),
-                    key="depth.norms", width="stretch")
+                    key="depth.norms", width="stretch", config=chart_config("depth", sel.model_id, f"norms-{which}"))
 
 
 def contributions_section(sel: Selection) -> None:
@@ -249,7 +250,8 @@ def contribution_chart(sel: Selection) -> None:
     st.plotly_chart(R.contribution_figure(stream.parts, lengths, along, final_norm, stream.is_sum,
                                           title=f"Pieces of the final state at position {pos_here}: "
                                                 f"{f.tokens[pos_here]}  (‖x_L‖ = {final_norm:.2f})"),
-                    key="depth.contrib", width="stretch")
+                    key="depth.contrib", width="stretch",
+                    config=chart_config("depth", sel.model_id, f"pieces-{f.stack}-position{pos_here}"))
 
 
 def lens_section(sel: Selection) -> None:
@@ -272,7 +274,7 @@ def lens_section(sel: Selection) -> None:
     st.plotly_chart(R.lens_figure(colour, top_tokens, table.p_top, table.p_right, out_stream.labels, sel.query_tokens,
                                   colour_name=colour_name,
                                   title="Logit lens: top prediction per state (text) and p(right answer) (colour)"),
-                    key="depth.lens", width="stretch")
+                    key="depth.lens", width="stretch", config=chart_config("depth", sel.model_id, "logit-lens"))
     counts = T.first_right_counts(table.top, sel.targets, f.scored, out_stream.labels) if f.scored else []
     if counts:
         st.caption("Where the right answer first becomes the top prediction (count of scored positions): "
@@ -332,7 +334,7 @@ def gradient_chart(sel: Selection) -> None:
     st.plotly_chart(R.stage_figure(back.grad_norms, back.labels, f.tokens, log=True, colorbar="‖∂f/∂x‖",
                                    value_name="‖∂f/∂x‖",
                                    title="Gradient norm per residual state and token (log colour)"),
-                    key="depth.grads", width="stretch")
+                    key="depth.grads", width="stretch", config=chart_config("depth", sel.model_id, f"gradients-{f.stack}"))
 
 
 @S.section("focus.saliency", reads=("stack", "at", "obj"))
@@ -341,7 +343,7 @@ def saliency_chart(sel: Selection) -> None:
     f, back, what = backward_data(sel)
     st.plotly_chart(R.saliency_figure(f.tokens, back.saliency,
                                       title=f"Saliency of each input token for {what.split(',')[0]}"),
-                    key="depth.saliency", width="stretch")
+                    key="depth.saliency", width="stretch", config=chart_config("depth", sel.model_id, "saliency"))
 
 
 def backward_panel(sel: Selection) -> None:
@@ -492,7 +494,8 @@ def depth_charts(e: Experiment, rho: float, lower: np.ndarray, upper: np.ndarray
                              x_title="block l (0 = input side)",
                              title=f"Gradient of each block's weights, relative to the top block ({e.n_layers} layers, "
                                    f"gain {e.gain})")
-    st.plotly_chart(fig, key="depth.chart", width="stretch")
+    st.plotly_chart(fig, key="depth.chart", width="stretch",
+                    config=chart_config("depth", None, f"gradients-{e.measure}-{e.n_layers}-layers-gain{e.gain:g}"))
     if e.measure == "stream":
         bounds_caption(rho, e.n_layers, lower, upper)
     zoomed = {v: c for v, c in curves.items() if v in IDENTITY_STACKS}
@@ -503,7 +506,8 @@ def depth_charts(e: Experiment, rho: float, lower: np.ndarray, upper: np.ndarray
                                        title="Zoom: the stacks with an identity path",
                                        x_title="layer l (0 = input side)" if e.measure == "stream"
                                        else "block l (0 = input side)"),
-                        key="depth.zoom", width="stretch")
+                        key="depth.zoom", width="stretch",
+                        config=chart_config("depth", None, f"gradients-{e.measure}-{e.n_layers}-layers-zoom"))
 
 
 def stacks_summary(e: Experiment, s: T.StackSummary) -> None:
@@ -620,7 +624,8 @@ def hyper_mixing() -> None:
                              help="Even = attention, odd = MLP.")
         st.plotly_chart(R.mixing_figure(mats[sublayer], title=f"H_res of sublayer {sublayer} "
                                         f"({'attention' if sublayer % 2 == 0 else 'MLP'} of block {sublayer // 2})"),
-                        key="depth.mixing", width="stretch")
+                        key="depth.mixing", width="stretch",
+                        config=chart_config("depth", None, f"hyper-mixing-sublayer{sublayer}"))
     with right:
         st.markdown(mixing_table(R.mixing_checks(e.n_layers, float(e.gain), e.seed, e.streams, float(e.noise),
                                                  sublayer)))
@@ -657,10 +662,12 @@ def twins_panel(sel: Selection) -> None:
     left, right = st.columns(2)
     left.plotly_chart(R.twins_figure(stages, norms, "mean ‖x‖ over tokens", title="Stream size along the depth",
                                      log=False),
-                      key="depth.twins_norm", width="stretch")
+                      key="depth.twins_norm", width="stretch",
+                      config=chart_config("depth", None, "twins-pre-post-ln-stream-size"))
     right.plotly_chart(R.twins_figure(stages, grads, "‖∂ℓ/∂x‖ / ‖∂ℓ/∂x_top‖",
                                       title="Loss gradient along the stream (relative to the top)"),
-                       key="depth.twins", width="stretch")
+                       key="depth.twins", width="stretch",
+                       config=chart_config("depth", None, "twins-pre-post-ln-gradient"))
     st.dataframe(rows_table(T.twin_rows(data)), hide_index=True, width="stretch")
     pre, post = data["pre-LN"]["trained"], data["post-LN"]["trained"]
     st.markdown(
@@ -704,7 +711,8 @@ def paths_chart_section(sel: Selection, n_path: int, heads: int, tau: float,
     st.plotly_chart(R.paths_figure(curves["ns"], curves["formula"], curves["ideal"], curves["random"], curves["rnn"],
                                    heads, chosen_n=n_path, model_point=point,
                                    title="Layers needed for the last token to reach the first"),
-                    key="depth.paths", width="stretch")
+                    key="depth.paths", width="stretch",
+                    config=chart_config("depth", sel.model_id, f"layers-to-reach-n{n_path}-h{heads}"))
     beats = T.random_beats_formula_from(curves)
     st.markdown(
         "Spread heads need exactly the formula's count, rounded up: they cover every earlier position, and no layout "
@@ -744,7 +752,8 @@ def links_section(n_path: int, heads: int, tau: float) -> None:
     st.plotly_chart(R.linked_figure(curve["taus"], curve["layers"], curve["keys"], n_path, heads, sharp, float(tau),
                                     layers, title=f"Layers to reach all n = {n_path} positions when only weights "
                                                   f"≥ τ count (H = {heads})"),
-                    key="depth.links", width="stretch")
+                    key="depth.links", width="stretch",
+                    config=chart_config("depth", None, f"layers-by-threshold-n{n_path}-h{heads}"))
     st.caption("The steps are reached exactly by spread soft heads (each splits its weight evenly over ⌊1/τ⌋ keys, "
                "their offsets written in base H⌊1/τ⌋ + 1, one digit per layer), and no layout of H heads can do "
                "better. So O(1) is about *whether* two positions are linked at all, ln n about how many layers "
@@ -771,7 +780,8 @@ def model_graph_section(sel: Selection, tau: float, needed: Optional[int], field
         names = [f"{k + 1} (layer {k % model_layers})" for k in range(len(shown))]
         st.plotly_chart(R.field_figure(shown, tokens, names,
                                        title="Tokens that can reach the last token after k stacked layers"),
-                        key="depth.field", width="stretch")
+                        key="depth.field", width="stretch",
+                        config=chart_config("depth", sel.model_id, f"reach-threshold{tau:g}"))
 
 
 def paths_panel(sel: Selection) -> None:

@@ -25,6 +25,7 @@ from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui.generation import runs as R
 from ui.shell import precomputed
+from ui.shell.export import chart_config
 from ui.shell.page import computed, csv_download, lazy_expander, rows_table, try_this
 from ui.shell.params import Choice, Int, Params
 from ui.shell.sections import Sections
@@ -217,7 +218,8 @@ def hook_explorer(sel: Selection) -> None:
                              help="Every hook point, in the order a forward pass calls them.")
     st.plotly_chart(R.diagram_figure(diagram_columns(sel), sel.model.cfg.n_layers, picked,
                                      "Sublayers (boxes) and hook points (dots), one block shown"),
-                    key=DIAGRAM_KEY, on_select="rerun", selection_mode="points")
+                    key=DIAGRAM_KEY, on_select="rerun", selection_mode="points",
+                    config=chart_config("generation", sel.model_id, "hook-diagram"))
     st.caption("Click a dot in a column marked *this model* (or choose above) to see its tensor.")
     info = by_name[picked]
     st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
@@ -226,7 +228,7 @@ def hook_explorer(sel: Selection) -> None:
     rows = labels if len(labels) == matrix.shape[0] else [str(i) for i in range(matrix.shape[0])]
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
                                     picked.endswith("hook_pattern")),
-                    key="generation.tensor")
+                    key="generation.tensor", config=chart_config("generation", sel.model_id, picked))
 
 
 @st.fragment  # local: opening or closing the expander redraws only the expander
@@ -274,7 +276,8 @@ def identity_checks(sel: Selection) -> None:
               help=f"P reorders the positions as {list(checks['perm'])}")
     st.plotly_chart(R.heads_figure(checks["norms"], list(tokens),
                                    f"Each head's share of {prefix}blocks.{layer}.{module}'s output"),
-                    key="generation.heads")
+                    key="generation.heads",
+                    config=chart_config("generation", sel.model_id, f"head-shares-{prefix}{module}-l{layer}"))
     csv_download(lambda: head_norms_table(checks["norms"], tokens), "head-contributions.csv", "generation.heads_csv")
 
 
@@ -331,7 +334,8 @@ def shapes_live(sel: Selection) -> None:
         sel.arch, G.ATTENTION_KINDS)
     shown = tuple(r for r in rows if r[0] in own)
     st.plotly_chart(R.shapes_figure(shown, f"L_e = {src_len}, L_d = {tgt_len}, h = {sel.model.cfg.n_heads}, "
-                                           f"d_h = {sel.model.cfg.d_head}"), key="generation.shapes")
+                                           f"d_h = {sel.model.cfg.d_head}"), key="generation.shapes",
+                    config=chart_config("generation", sel.model_id, f"shapes-le{src_len}-ld{tgt_len}"))
     table = lambda: pd.DataFrame([{"attention": kind, "tensor": label, "axes": " × ".join(axes),  # noqa: E731
                                    "sizes": " × ".join(map(str, sizes)), "numbers": int(np.prod(sizes))}
                                   for kind, blocks in shown for label, axes, sizes in blocks])  # built on a press
@@ -469,7 +473,8 @@ def step_shown(sel: Selection) -> None:
                    f"{plain.projections['cross k']} key rows again at every step.")
     src_labels = sel.tokens if with_cache.source_len else ()
     st.plotly_chart(R.rows_figure(step.self_row, tokens[:step.self_row.shape[2]], step.cross_row, list(src_labels),
-                                  f"Step {t}: where the newest token looks"), key="generation.rows")
+                                  f"Step {t}: where the newest token looks"), key="generation.rows",
+                    config=chart_config("generation", sel.model_id, f"decoding-step{t}-rows"))
 
 
 # local: the cache's layer redraws only itself, the key cache and the query
@@ -485,11 +490,13 @@ def kv_cache(sel: Selection) -> None:
     with c1:
         st.plotly_chart(R.cache_figure(step.keys[kv_layer], tokens[:step.keys_stored], new_rows,
                                        f"Layer {kv_layer}'s key cache after step {t} (new rows outlined)"),
-                        key="generation.cache")
+                        key="generation.cache",
+                        config=chart_config("generation", sel.model_id, f"key-cache-l{kv_layer}-step{t}"))
     with c2:
         st.plotly_chart(R.tensor_figure(step.query[kv_layer], [f"head {h}" for h in range(step.query.shape[1])],
                                         "d_h", "head", f"the new query q_{t}, layer {kv_layer}"),
-                        key="generation.query")
+                        key="generation.query",
+                        config=chart_config("generation", sel.model_id, f"new-query-l{kv_layer}-step{t}"))
 
 
 @S.section("stepper.counters", reads=("prompt", "steps", "t"))
@@ -498,7 +505,8 @@ def work_per_step(sel: Selection) -> None:
     _, _, t, with_cache, without, diff = traces_now(sel)
     st.plotly_chart(R.counters_figure(tuple(with_cache.counters()), tuple(without.counters()), t,
                                       "Work per step: with the cache flat (projections) or linear (attention); "
-                                      "without it, growing"), key="generation.counters")
+                                      "without it, growing"), key="generation.counters",
+                    config=chart_config("generation", sel.model_id, f"work-per-step-step{t}"))
     csv_download(lambda: decoding_counters(with_cache, without, diff), "decoding-counters.csv",
                  "generation.counters_csv")
 
@@ -536,7 +544,8 @@ def timing_measured(sel: Selection) -> None:
     shipped = precomputed.note(R.timings, *args)
     st.plotly_chart(R.time_figure(times["with cache"], times["without cache"],
                                   f"{'Measured at build time' if shipped else 'Measured on this server'}, fastest of 5 "
-                                  f"runs, {n} tokens"), key="generation.time")
+                                  f"runs, {n} tokens"), key="generation.time",
+                    config=chart_config("generation", sel.model_id, f"time-per-token-{n}-tokens"))
     st.caption("Timed on a stand-in input of your lengths (which tokens are read does not change the work), once per "
                "model and length for every student" + (f": {shipped}; **Measure again** times this server. "
                                                        if shipped else ". ") +
@@ -594,7 +603,7 @@ def leak_gradients(sel: Selection) -> None:
     maps = (("leaky: the encoder reads the answer", data["leaky"]), ("proper: the encoder reads the digits", data["proper"]))
     st.plotly_chart(R.gradients_figure(maps, list(data["answer"]), list(data["tgt"]),
                                        "Gradient of the prediction at step t with respect to target token y_k"),
-                    key="generation.gradients")
+                    key="generation.gradients", config=chart_config("generation", None, f"leak-gradients-example{seed}"))
     m1, m2 = st.columns(2)
     m1.metric("largest future gradient, leaky", f"{L.future_mass(data['leaky']):.3g}")
     m2.metric("largest future gradient, proper", f"{L.future_mass(data['proper']):.3g}")
@@ -638,7 +647,8 @@ def masked_training(sel: Selection) -> None:
             R.tiny_decoders(seed, TINY_STEPS)
     runs = R.tiny_decoders(seed, TINY_STEPS)
     st.plotly_chart(R.loss_figure((("causal mask", runs["causal"]["losses"]), ("full mask", runs["full"]["losses"])),
-                                  f"Training loss, seed {seed}"), key="generation.loss")
+                                  f"Training loss, seed {seed}"), key="generation.loss",
+                    config=chart_config("generation", None, f"causal-vs-full-mask-loss-seed{seed}"))
     table = rows_table([{"mask": kind, "final loss (mean of last 20)": float(np.mean(runs[kind]["losses"][-20:])),
                            "teacher-forced accuracy": runs[kind]["teacher-forced accuracy"],
                            "greedy generation accuracy": runs[kind]["greedy accuracy"],

@@ -30,6 +30,7 @@ from core.figures.heatmaps import attention_heatmap
 from core.figures.train import training_curves
 from core.tasks import IGNORE, Task
 from ui.heads import runs as R
+from ui.shell.export import chart_config
 from ui.shell.figures import cached
 from ui.heads.runs import ABLATION_EXAMPLES, MI_COMPONENTS
 from ui.shell.page import computed, pick_index, rows_table, try_this
@@ -38,7 +39,6 @@ from ui.shell.runs import run
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
 
-PNG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "glassbox-heads"}}
 VIEW_SUB, VIEW_CIRC, VIEW_PCA, VIEW_ROLES, VIEW_ABL, VIEW_TOY, VIEW_ORTH = (
     "subspaces", "circuits", "qk", "roles", "ablation", "toy", "orthogonal")
 VIEWS = {VIEW_SUB: "Subspaces", VIEW_CIRC: "Circuits", VIEW_PCA: "Queries & keys", VIEW_ROLES: "Roles & redundancy",
@@ -233,12 +233,14 @@ def subspace_explorer(sel: Selection) -> None:
         st.markdown(f"**Principal angles between the heads' {which} subspaces** "
                     f"({'mean of all' if reduce == 'mean' else 'smallest'}, degrees)")
         st.plotly_chart(angle_fig(rep.angles, rep.all_angles, labels, which, reduce),
-                        key="heads.fig_angles", config=PNG)
+                        key="heads.fig_angles",
+                        config=chart_config("heads", sel.model_id, f"angles-{which}-{kind.key}-l{layer}"))
     with right:
         st.markdown(f"**Overlap** $\\|(W^i)^\\top W^j\\|_F$ for {which}" + (" divided by $\\|W^i\\|_F\\|W^j\\|_F$"
                                                                         if normalised else ""))
         st.plotly_chart(gram_fig(rep.gram_normalised if normalised else rep.gram, labels, which, normalised),
-                        key="heads.fig_gram", config=PNG)
+                        key="heads.fig_gram",
+                        config=chart_config("heads", sel.model_id, f"overlap-{which}-{kind.key}-l{layer}"))
     st.caption("The diagonal compares a head with itself (0°). Hover a cell to see every principal angle of the "
                f"pair: there are d_head = {cfg.d_head} of them.")
 
@@ -252,7 +254,7 @@ def subspace_explorer(sel: Selection) -> None:
     with left:
         st.markdown(f"**Effective rank of each head's {which}**")
         st.plotly_chart(erank_fig(rep.eff_rank, labels, cfg.d_head, which), key="heads.fig_erank",
-                        config=PNG)
+                        config=chart_config("heads", sel.model_id, f"effective-rank-{which}-{kind.key}-l{layer}"))
     with right:
         st.metric(f"all {cfg.n_heads} heads' {which} side by side: rank", f"{rep.joint_rank} of {cfg.d_model}",
                   help="How many residual-stream dimensions the heads of this layer reach together.")
@@ -279,7 +281,8 @@ def subspace_budget(sel: Selection) -> None:
     n_heads = c3.number_input("heads h", 1, 64, cfg.n_heads, key=keys[2])
     if d_model // d_v > FH.MAX_BOXES:
         st.caption(f"Only the first {FH.MAX_BOXES} boxes of a row are drawn.")
-    st.plotly_chart(budget_fig(int(d_model), int(d_v), int(n_heads)), key="heads.fig_budget", config=PNG)
+    st.plotly_chart(budget_fig(int(d_model), int(d_v), int(n_heads)), key="heads.fig_budget",
+                    config=chart_config("heads", None, f"budget-d{int(d_model)}-dv{int(d_v)}-h{int(n_heads)}"))
     st.caption(f"h_max = ⌊{int(d_model)} / {int(d_v)}⌋ = {h_max(int(d_model), int(d_v))}. This model: "
                f"{cfg.n_heads} heads × d_v = {cfg.d_head} = {cfg.n_heads * cfg.d_head} of d_model = {cfg.d_model}.")
 
@@ -327,11 +330,12 @@ def circuit_tables(sel: Selection) -> None:
     st.markdown(f"**QK: where L{layer} H{head} looks.** Row = the query token, column = the key token; blue = a "
                 f"high score (attend more), red = a low one.")
     st.plotly_chart(circuit_fig(qk.table, qk.rows, qk.cols, "query token", "key token", value_name="score"),
-                    key="heads.fig_qk", config=PNG)
+                    key="heads.fig_qk", config=chart_config("heads", sel.model_id, f"qk-{kind.key}-l{layer}h{head}"))
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Its singular values**")
-        st.plotly_chart(sv_fig(qk.singular_values, cfg.d_head), key="heads.fig_qk_sv", config=PNG)
+        st.plotly_chart(sv_fig(qk.singular_values, cfg.d_head), key="heads.fig_qk_sv",
+                        config=chart_config("heads", sel.model_id, f"qk-singular-values-{kind.key}-l{layer}h{head}"))
     with right:
         st.markdown("**Strongest pairs** (query → key)")
         st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in qk.top_pairs(6)))
@@ -345,11 +349,13 @@ def circuit_tables(sel: Selection) -> None:
         st.markdown(f"**OV: what L{layer} H{head} writes.** Row = the token it attends to, column = an output "
                     f"token; blue = that output's logit goes up, red = down.")
         st.plotly_chart(circuit_fig(ov.table, ov.rows, ov.cols, "attended token", "output token",
-                                           value_name="logit"), key="heads.fig_ov", config=PNG)
+                                           value_name="logit"), key="heads.fig_ov",
+                        config=chart_config("heads", sel.model_id, f"ov-{kind.key}-l{layer}h{head}"))
         left, right = st.columns([3, 2])
         with left:
             st.markdown("**Its singular values**")
-            st.plotly_chart(sv_fig(ov.singular_values, cfg.d_head), key="heads.fig_ov_sv", config=PNG)
+            st.plotly_chart(sv_fig(ov.singular_values, cfg.d_head), key="heads.fig_ov_sv",
+                            config=chart_config("heads", sel.model_id, f"ov-singular-values-{kind.key}-l{layer}h{head}"))
         with right:
             if ov.table.shape[0] == ov.table.shape[1]:
                 share = float((np.argmax(ov.table, axis=1) == np.arange(ov.table.shape[0])).mean())
@@ -417,11 +423,12 @@ def projection_plane(sel: Selection) -> None:
     with left:
         st.markdown("**Queries** (orange circles) **and keys** (blue diamonds)")
         st.plotly_chart(scatter_fig(proj.q2, proj.k2, q_tokens, k_tokens, pattern, proj.explained, min_w),
-                        key="heads.fig_pca", config=PNG)
+                        key="heads.fig_pca",
+                        config=chart_config("heads", sel.model_id, f"queries-keys-plane-{kind.key}-l{layer}h{head}"))
     with right:
         st.markdown("**The same head's attention pattern**")
         st.plotly_chart(pattern_fig(pattern, q_tokens, k_tokens, height=480), key="heads.fig_pca_pattern",
-                        config=PNG)
+                        config=chart_config("heads", sel.model_id, f"pattern-{kind.key}-l{layer}h{head}"))
 
 
 @S.section("qk.rope", reads=("kind",), view=VIEW_PCA)
@@ -465,7 +472,8 @@ def role_scores(sel: Selection) -> None:
     except ValueError as exc:
         st.error(f"Could not probe this model's heads: {exc}")
         return
-    st.plotly_chart(roles_fig(roles.scores, roles.chance), key="heads.fig_roles", config=PNG)
+    st.plotly_chart(roles_fig(roles.scores, roles.chance), key="heads.fig_roles",
+                    config=chart_config("heads", sel.model_id, f"roles-{kind.key}"))
     st.caption("Each cell is a mean attention weight (0 to 1). Under each title: the score of a head that spreads "
                "its attention evenly, for comparison. " + " ".join(f"**{r}**: {n}." for r, n in roles.notes.items()))
 
@@ -483,12 +491,13 @@ def role_scores(sel: Selection) -> None:
     with left:
         st.markdown("**Pattern similarity** (1 − JS divergence)")
         st.plotly_chart(pair_fig(red.similarity, red.labels, 0, 1, "similarity"), key="heads.fig_sim",
-                        config=PNG)
+                        config=chart_config("heads", sel.model_id, f"pattern-similarity-{kind.key}"))
     with right:
         st.markdown("**Mutual information between outputs** (nats)")
         top = max(float(np.nanmax(red.mi)) if np.isfinite(red.mi).any() else 1.0, 0.5)
         fmt = "{:.2f}" if top < 10 else "{:.1f}"
-        st.plotly_chart(pair_fig(red.mi, red.labels, 0, top, "nats", fmt), key="heads.fig_mi", config=PNG)
+        st.plotly_chart(pair_fig(red.mi, red.labels, 0, top, "nats", fmt), key="heads.fig_mi",
+                        config=chart_config("heads", sel.model_id, f"mutual-information-{kind.key}"))
     st.caption(f"Estimated from {red.n_samples} positions. After shuffling one head's positions (so the two are "
                f"independent by construction) the estimate still reads up to {red.noise:.3f} nats: values near "
                f"that are noise.")
@@ -561,7 +570,7 @@ def ablation_results(sel: Selection) -> None:
     labels = [_label((r["kind"], r["layer"], r["index"])) for r in ranking]
     st.plotly_chart(ablation_fig(labels, np.array([r["loss change"] for r in ranking]),
                                      np.array([r["accuracy change"] for r in ranking])),
-                    key="heads.fig_ablation", config=PNG)
+                    key="heads.fig_ablation", config=chart_config("heads", sel.model_id, "ablation-ranking"))
     table = rows_table([{"rank": r["rank"], "head": lab, "accuracy": r["accuracy"],
                            "accuracy change": r["accuracy change"], "loss": r["loss"], "loss change": r["loss change"]}
                           for r, lab in zip(ranking, labels)])
@@ -635,7 +644,8 @@ def toy_run() -> None:
         hist = done["history"]
         st.plotly_chart(curve_fig([h["step"] for h in hist], [h["loss"] for h in hist],
                                   [h["accuracy"] for h in hist], steps, height=300),
-                        key="heads.fig_toy_curve", config=PNG)
+                        key="heads.fig_toy_curve",
+                        config=chart_config("heads", None, f"toy-{n_heads}-heads-seed{seed}-training"))
         toy_verdict(n_heads, done["seconds"], report)
     toy_comparison(seed, steps)
     toy_figures(report)
@@ -705,15 +715,16 @@ def toy_figures(report) -> None:
     with left:
         st.markdown("**Where each head's queries look** (mean weight)")
         st.plotly_chart(toy_match_fig(report.letter_attention, report.digit_attention),
-                        key="heads.fig_toy_match", config=PNG)
+                        key="heads.fig_toy_match", config=chart_config("heads", None, "toy-where-queries-look"))
     with right:
         st.markdown("**Which block each head's $W_Q W_K^\\top$ lives in** (share of its squared entries)")
-        st.plotly_chart(toy_share_fig(report.block_share), key="heads.fig_toy_shares", config=PNG)
+        st.plotly_chart(toy_share_fig(report.block_share), key="heads.fig_toy_shares",
+                        config=chart_config("heads", None, "toy-qk-blocks"))
         st.caption("'Everything else' is mostly the query/memory flag, which a head uses to skip other queries.")
     st.markdown("**$W_Q^h W_K^{h\\top}$ of each head on the input features** (framed: the letter × letter and "
                 "digit × digit blocks)")
     st.plotly_chart(toy_forms_fig(report.qk_forms, TOY_FEATURES, report.roles), key="heads.fig_toy_forms",
-                    config=PNG)
+                    config=chart_config("heads", None, "toy-qk-forms"))
     tokens = report.example_tokens
     st.markdown(f"**Every head on one example:** memory `{' '.join(tokens[:3])}`, queries "
                 f"`{' '.join(tokens[3:])}`. Each query row should light up the item sharing its letter (letter "
@@ -723,7 +734,7 @@ def toy_figures(report) -> None:
         with cols[h % 2]:
             st.markdown(f"head {h} ({report.roles[h]})")
             st.plotly_chart(pattern_fig(report.example_pattern[h], tokens, tokens, height=330),
-                            key=f"heads.fig_toy_pat{h}", config=PNG)
+                            key=f"heads.fig_toy_pat{h}", config=chart_config("heads", None, f"toy-head{h}-pattern"))
 
 
 def orthogonal_panel(sel: Selection):
@@ -773,7 +784,8 @@ def orthogonal_scores(sel: Selection) -> None:
     c3.metric("largest score change, random part", f"{res.max_change_rand:.3f}")
     st.markdown(f"**Scores of query {qpos}:`{q_tokens[qpos]}` against the keys it sees** (layer {layer}, head {head})")
     st.plotly_chart(orth_fig([k_tokens[j] for j in visible], res.scores, res.scores_orth, res.scores_rand),
-                    key="heads.fig_orth", config=PNG)
+                    key="heads.fig_orth",
+                    config=chart_config("heads", sel.model_id, f"orthogonal-part-{kind.key}-l{layer}h{head}-query{qpos}"))
     weights_gap = float(np.abs(softmax(res.scores_orth) - softmax(res.scores)).max())
     if cfg.score == "scaled_dot":
         gap = float(np.abs(model_scores - res.scores).max())

@@ -30,10 +30,12 @@ from core.tasks import get_task
 from ui.masks import runs as R
 from ui.shell import precomputed
 from ui.shell import models
+from ui.shell.export import chart_config, sidebar_model
 from ui.shell.page import computed, number_table, rows_table, try_this
 from ui.shell.params import Choice, Float, Int, Param, Params, Text, general
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection, prediction_table
+from ui.shell.text import literal, plotly_literal
 
 MAX_EDIT_N = 32  # the editor, the graph and the influence map draw every pair; 32 tokens stay readable
 MAX_FIELD_ROWS = 12  # receptive-field rows drawn (layers)
@@ -207,7 +209,7 @@ def preset_mask(preset: str, n: int, v: dict, causal: bool) -> tuple[np.ndarray,
         density, seed = v["density"], v["rseed"]
         return M.random_mask(n, float(density), int(seed)).numpy(), f"random, density {density:.2f}, seed {seed}"
     # A formula typed by the student: parsed by core.masks, never evaluated by Python.
-    return M.from_formula(v["formula"], n).numpy(), f"formula `{v['formula']}`"
+    return M.from_formula(v["formula"], n).numpy(), f"formula `{plotly_literal(v['formula'])}`"  # a chart title
 
 
 def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.ndarray], str]:
@@ -223,7 +225,7 @@ def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.
     try:
         return preset_mask(preset, n, values, causal)
     except ValueError as exc:
-        st.error(f"This formula cannot be used: {exc}")
+        st.error(literal(f"This formula cannot be used: {exc}"))
         st.code(M.describe_formula_grammar(), language=None)
         return None, ""
 
@@ -263,7 +265,7 @@ def mask_editor(prefix: str, n: int, tokens: list[str], own: str, url: bool, nam
         description += f", with {edited} cell(s) edited by hand"
     with right:  # drawn above the cell editor, showing the mask after the cell edits
         st.plotly_chart(R.mask_grid_figure(mask, tokens, tokens, title=f"{name}: {description}"),
-                        key=f"{prefix}.grid")
+                        key=f"{prefix}.grid", config=chart_config("masks", None, name))
     return mask
 
 
@@ -380,7 +382,8 @@ def drawn(sel: Selection) -> Optional[Drawn]:
 def heatmap(pattern: np.ndarray, tokens: list[str], title: str, key: str) -> None:
     """One attention pattern [q k] on the shared 0..1 heatmap, its title clear of the key labels."""
     height = min(760, 120 + 28 * len(tokens))  # bigger cells than the default: these sit two abreast
-    st.plotly_chart(R.heatmap_figure(pattern, tokens, title, height), key=key)
+    st.plotly_chart(R.heatmap_figure(pattern, tokens, title, height), key=key,
+                    config=chart_config("masks", sidebar_model(), title))
 
 
 def predictions_table(sel: Selection, d: Drawn) -> None:
@@ -513,7 +516,7 @@ def masking_charts(sel: Selection) -> None:
     with right:
         heatmap(both["wrong"], tokens, "wrong: zero after softmax", "masks.wrong")
     st.plotly_chart(R.row_sums_figure(both["right_sums"], both["wrong_sums"], tokens, title="each row's total weight"),
-                    key="masks.row_sums")
+                    key="masks.row_sums", config=chart_config("masks", sel.model_id, f"row-sums-l{layer}h{head}"))
     st.caption(f"Smallest row sum the wrong way: {float(both['wrong_sums'].min()):.3f}. A fully blocked row sums "
                "to 0 either way here.")
 
@@ -558,7 +561,7 @@ def leak_worst_case() -> None:
                "numbers only up to 65,504, so −1e9 is stored as −∞ there, and a gap beyond 65,504 overflows "
                "by itself (NaN in the table; the float16 lines stop there).")
     st.plotly_chart(R.leak_figure(A.LEAK_GAPS, R.leak_curves(k), eps, gap, title="leaked probability as the gap grows"),
-                    key="masks.leak")
+                    key="masks.leak", config=chart_config("masks", None, "leaked-probability"))
 
 
 @S.section("model.leak", reads=("layer", "head", "mask"))
@@ -591,7 +594,7 @@ def arcs_section(sel: Selection) -> None:
         "information forward from an earlier token, arcs **below** carry it backward from a later one: a causal "
         "mask draws only the upper half."
     )
-    st.plotly_chart(R.arcs_figure(mask, tokens), key="masks.arcs")
+    st.plotly_chart(R.arcs_figure(mask, tokens), key="masks.arcs", config=chart_config("masks", sel.model_id, "mask-graph"))
     edges = A.edge_counts(mask)
     st.caption(f"{edges['back']} edge(s) look back (above), {edges['ahead']} look ahead (below), and "
                f"{edges['self']} of {mask.shape[-1]} tokens may attend to themselves.")
@@ -630,10 +633,11 @@ def laplacian_charts(sel: Selection) -> None:
     m3.metric("separate pieces (zero eigenvalues)", f"{facts['pieces']}")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(R.laplacian_figure(facts["laplacian"], tokens, title="L = D − A"), key="masks.laplacian")
+        st.plotly_chart(R.laplacian_figure(facts["laplacian"], tokens, title="L = D − A"), key="masks.laplacian",
+                        config=chart_config("masks", sel.model_id, "laplacian"))
     with right:
         st.plotly_chart(R.spectrum_figure(facts["spectrum"], title="spectrum of L, λ2 highlighted"),
-                        key="masks.spectrum")
+                        key="masks.spectrum", config=chart_config("masks", sel.model_id, "laplacian-spectrum"))
 
 
 def reach_section(sel: Selection) -> None:
@@ -654,7 +658,8 @@ def reach_charts(sel: Selection) -> None:
     d = drawn(sel)
     facts = graph_facts(d)
     full_at = facts["full_at"]
-    st.plotly_chart(R.reach_figure(facts["shares"], sel.model.cfg.n_layers, full_at), key="masks.reach")
+    st.plotly_chart(R.reach_figure(facts["shares"], sel.model.cfg.n_layers, full_at), key="masks.reach",
+                    config=chart_config("masks", sel.model_id, "reach-by-layer"))
     st.caption(("Never: some pairs have no route at any depth." if full_at is None else
                 f"Every token reaches every other after {full_at} layer(s).")
                + ("" if d.scope == SCOPE_ALL else " Past this model's layers the last layer's mask is repeated."))
@@ -672,7 +677,7 @@ def field_section(sel: Selection) -> None:
     fields = R.receptive_fields(stacked, token, MAX_FIELD_ROWS)  # [layer k]
     st.plotly_chart(R.field_figure(fields, tokens, token,
                                    title=f"what can reach {unique_labels(tokens)[token]}, layer by layer"),
-                    key="masks.field")
+                    key="masks.field", config=chart_config("masks", sel.model_id, f"what-reaches-token{token}"))
 
 
 def influence_section(sel: Selection) -> None:
@@ -693,7 +698,7 @@ def influence_chart(sel: Selection) -> None:
     reach = graph_facts(d)["reach"]
     measured = R.influence(sel.cache_key, d.stack)
     st.plotly_chart(R.influence_figure(measured, reach, tokens, tokens, title="|∂ output q / ∂ embedding k|"),
-                    key="masks.influence")
+                    key="masks.influence", config=chart_config("masks", sel.model_id, "measured-influence"))
     check = A.influence_check(measured, reach)
     st.caption(f"Pairs with no route: {check['no_route']}; of those with a nonzero gradient: {check['leaks']}. "
                f"Pairs with a route: {check['route']}; of those with a zero gradient: {check['silent']}.")
@@ -771,7 +776,8 @@ def cost_measured(sel: Selection) -> None:
     current = allowed_pairs(sel)
     b = st.select_slider("block size b", list(COST_BLOCKS), value=COST_DEFAULT_BLOCK, key=COST_B_KEY)
     w = 2 if current is None else int(st.session_state.get(URL.w.key, 2))  # the window of the mask drawn above
-    st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs")
+    st.plotly_chart(R.pairs_figure(list(COST_NS), b, w, current, title="allowed pairs as n grows"), key="masks.pairs",
+                    config=chart_config("masks", None, f"allowed-pairs-b{b}-w{w}"))
     run = st.session_state.setdefault(TIMING_RUN_KEY, 0)
     if st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:"):
         st.session_state[TIMING_RUN_KEY] = run = run + 1
@@ -779,7 +785,7 @@ def cost_measured(sel: Selection) -> None:
     shipped = precomputed.note(R.timing, b, run)
     where = "measured when the app was built" if shipped else "measured on this server"
     st.plotly_chart(R.timing_figure(rows, title=f"{where} (4 heads of 16, b = {b}, one CPU thread)"),
-                    key="masks.timing")
+                    key="masks.timing", config=chart_config("masks", None, f"dense-vs-block-sparse-b{b}"))
     shown = ("n", "dense ms", "block-sparse ms", "measured ratio", "predicted ratio b/n")
     number_table([{name: row[name] for name in shown} for row in rows], {"dense ms": "%.2f", "block-sparse ms": "%.2f", "measured ratio": "%.3f",
                          "predicted ratio b/n": "%.3f"}, width="stretch")
@@ -802,7 +808,7 @@ def legality_models(data: dict, length: int) -> None:
         with col:
             mask = M.full(width) if own == "full" else M.causal(width)
             st.plotly_chart(R.mask_grid_figure(mask.numpy(), tokens, tokens, title=f"{name}: its own {own} mask"),
-                            key=f"masks.legality_{name}")
+                            key=f"masks.legality_{name}", config=chart_config("masks", None, f"legality-{name}-own-mask"))
             m1, m2 = st.columns(2)
             m1.metric(f"own mask: {own}", f"{data['acc'][(name, own)]:.1%}")
             m2.metric(f"given the {other} mask", f"{data['acc'][(name, other)]:.1%}",

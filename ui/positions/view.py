@@ -27,6 +27,7 @@ from core.model import Transformer
 from core.tasks import get_task
 from ui.shell import models, query
 from ui.positions import runs as R
+from ui.shell.export import chart_config
 from ui.shell.page import computed, try_this
 from ui.shell.params import Choice, Float, Int, Params
 from ui.shell.sections import Sections
@@ -213,7 +214,8 @@ def table_chart() -> None:
     t = table_now()
     st.plotly_chart(R.encoding_figure(R.sinusoidal_table(t.n, t.d, t.base),
                                       f"Sinusoidal table (n = {t.n}, d = {t.d}, b = {t.base:,})"),
-                    key="positions.fig_table")
+                    key="positions.fig_table",
+                    config=chart_config("positions", None, f"sinusoidal-table-n{t.n}-d{t.d}-b{t.base}"))
 
 
 @S.section("encoding.wavelengths", reads=("pe_n", "pe_d", "base"))
@@ -221,7 +223,8 @@ def wavelength_chart() -> None:
     """Each dimension pair's wavelength at the d and base the controls hold now, against n."""
     t = table_now()
     st.plotly_chart(R.wavelength_figure(R.wavelengths(t.d, t.base), t.n,
-                                        "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths")
+                                        "Wavelength of each dimension pair (log scale)"), key="positions.fig_wavelengths",
+                    config=chart_config("positions", None, f"wavelengths-d{t.d}-b{t.base}"))
 
 
 def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
@@ -231,7 +234,7 @@ def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
         return
     st.plotly_chart(R.encoding_figure(learned, f"Learned table of {learned_id} "
                                                f"({learned.shape[0]} x {learned.shape[1]})", zmax=None),
-                    key="positions.fig_learned")
+                    key="positions.fig_learned", config=chart_config("positions", learned_id, "learned-table"))
     st.caption(f"Trained, not designed: whatever pattern it has was learned from the task, and there is no "
                f"row at all for position {learned.shape[0]} or beyond. The colour range is this table's own "
                f"largest value.")
@@ -277,10 +280,14 @@ def gram_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
                              else R.learned_gram(learned_id, sel.device))
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(R.gram_figure(gram, "Gram matrix PE · PEᵀ"), key="positions.fig_gram")
+        st.plotly_chart(R.gram_figure(gram, "Gram matrix PE · PEᵀ"), key="positions.fig_gram",
+                        config=chart_config("positions", learned_id if gram_of == "learned" else None,
+                                            f"gram-{gram_of}" + (f"-n{t.n}-d{t.d}" if gram_of == "sinusoidal" else "")))
     with right:
         st.plotly_chart(R.profile_figure(profile["offsets"], profile["mean"], profile["lo"], profile["hi"], closed,
-                                         "Each diagonal against t − u"), key="positions.fig_profile")
+                                         "Each diagonal against t − u"), key="positions.fig_profile",
+                        config=chart_config("positions", learned_id if gram_of == "learned" else None,
+                                            f"gram-diagonals-{gram_of}"))
     st.metric("Largest spread inside one diagonal (max − min)", f"{profile['spread']:.2e}",
               help="Zero (up to rounding) means the Gram matrix depends on t − u only.")
 
@@ -294,7 +301,8 @@ def shift_panel() -> None:
     m_k, err_k = R.shift_map(k, t.n, t.d, t.base)
     left, right = st.columns([3, 2])
     with left:
-        st.plotly_chart(R.shift_matrix_figure(m_k, f"M_k for k = {k} (d = {t.d})"), key="positions.fig_mk")
+        st.plotly_chart(R.shift_matrix_figure(m_k, f"M_k for k = {k} (d = {t.d})"), key="positions.fig_mk",
+                        config=chart_config("positions", None, f"shift-map-k{k}-d{t.d}"))
     with right:
         st.metric(f"max |PE(p+{k}) − M_k PE(p)| over p = 0..{t.n - 1}", f"{err_k:.1e}")
         st.dataframe(R.shift_table(tuple(sorted(set(SHIFT_KS) | {k})), t.n, t.d, t.base),
@@ -410,7 +418,7 @@ def decay_curves(source: tuple[Optional[str], str, str]) -> None:
                                    curves.random_mean, model_rel, curves.model_mean, int(d_head),
                                    f"{model_id} q, k (its d = {model_width})",
                                    f"RoPE with b = {base:,}: mean |q·k| over {R.DECAY_PAIRS:,} pairs, and the bound"),
-                    key="positions.fig_decay")
+                    key="positions.fig_decay", config=chart_config("positions", model_id, f"rope-decay-d{d_head}-b{base}"))
     st.caption(f"Queries and keys of a trained model: {why}, taken before RoPE turns them ({R.DECAY_SAMPLES} "
                "fresh task examples, every self-attention head, a query paired only with keys of its own head), "
                "then turned at this base. Each curve is divided by its own value at m − n = 0; hover for the raw mean.")
@@ -434,7 +442,8 @@ def rope_plane() -> None:
         st.plotly_chart(R.rope_plane_figure(trail_q, trail_k, list(range(ROPE_MAX_POS)), m_pos, n_pos,
                                             f"Pair {pair}: θ = {theta:.4f} rad per position "
                                             f"(a full turn every {2 * math.pi / theta:,.1f} positions)"),
-                        key="positions.fig_rope_plane")
+                        key="positions.fig_rope_plane",
+                        config=chart_config("positions", None, f"rope-plane-pair{pair}-m{m_pos}-n{n_pos}"))
     with right:
         part = float(trail_q[m_pos] @ trail_k[n_pos])
         st.metric(f"Pair {pair}'s share of q·k", f"{part:.4f}",
@@ -462,7 +471,7 @@ def rope_shift_panel() -> None:
     marks = [(a, b) for a, b in ((m_pos, n_pos), (m_pos + s, n_pos + s)) if a in grid and b in grid]
     st.plotly_chart(R.rope_score_figure(R.rope_grid(len(grid), rope_base), list(grid), marks,
                                         "q·k for the same q and k at every (m, n): stripes along the diagonals"),
-                    key="positions.fig_rope_grid")
+                    key="positions.fig_rope_grid", config=chart_config("positions", None, f"rope-scores-shift{s}"))
     if len(marks) < 2:
         st.caption(f"The shifted cell ({m_pos + s}, {n_pos + s}) lies outside this {ROPE_GRID} x {ROPE_GRID} "
                    "window; the stripes carry on forever, which is why the two numbers above agree.")
@@ -520,7 +529,8 @@ def neighbour_draws() -> None:
     with left:
         st.plotly_chart(R.neighbour_figure(offsets, w1, w2, f"query at {t1}", f"query at {t2}",
                                            f"{neigh}: attention over neighbours (d = {d}, b = {base:,})"),
-                        key="positions.fig_neigh")
+                        key="positions.fig_neigh",
+                        config=chart_config("positions", None, f"neighbours-{neigh}-queries{t1}-{t2}-w{window}"))
     with right:
         st.metric("Max difference", f"{np.abs(w1 - w2).max():.1e}", help="Largest gap between the two attention patterns.")
         st.caption("Sinusoidal uses the d and base of section 1; RoPE those of section 3.")
@@ -630,10 +640,11 @@ def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
     with left:
         st.plotly_chart(R.row_distance_figure(check.distances, tokens_a, tokens_b,
                                               f"Distance of each {what} row of B to each of A"),
-                        key="positions.fig_rows")
+                        key="positions.fig_rows", config=chart_config("positions", model_id, f"order-rows-{scheme}"))
     with right:
         st.plotly_chart(R.pooled_figure(check.pooled_a, check.pooled_b, "mean of A's rows", "mean of B's rows",
-                                        "Mean pooling: one vector per input"), key="positions.fig_pooled")
+                                        "Mean pooling: one vector per input"), key="positions.fig_pooled",
+                        config=chart_config("positions", model_id, f"order-pooled-{scheme}"))
     st.caption("A '0' in a cell marks a row of B that equals a row of A (up to float32 rounding). With no "
                "positions every row of B has its twin. With positions each row also depends on where its token "
                "and the others sit, so the twins drift apart. (A causal decoder is left out on purpose: its "
@@ -709,7 +720,8 @@ def swap_patterns(sel: Selection, swap: str, layer: int, head: int) -> None:
             st.markdown(f"**{'Trained' if i == 0 else 'Swapped'}: {SCHEME_TEXT[scheme]}** "
                         f"({prefix}layer {layer}, head {head})")
             st.plotly_chart(R.attention_figure(run_out[name][0, head], sel.tokens, sel.tokens),
-                            key=f"positions.fig_swap_{i}")
+                            key=f"positions.fig_swap_{i}",
+                            config=chart_config("positions", sel.model_id, f"{scheme}-positions-l{layer}h{head}"))
             right_count, scored = P.scored_positions(sel.targets, run_out["logits"])
             if scored:
                 st.caption(f"This input: {right_count} of {scored} scored positions right.")
@@ -735,7 +747,8 @@ def swap_accuracy_panel(sel: Selection, swap: str) -> None:
         st.plotly_chart(R.accuracy_figure([f"trained: {native}", f"swapped: {swap}"], [acc_native, acc_swap],
                                           [F.COLOURS[native], F.COLOURS[swap]],
                                           f"Accuracy on {EXT_SAMPLES} fresh examples"),
-                        key="positions.fig_swap_acc")
+                        key="positions.fig_swap_acc",
+                        config=chart_config("positions", sel.model_id, f"accuracy-{native}-vs-{swap}"))
     with note_col:
         st.metric(f"Accuracy change with {swap}", f"{acc_swap:.0%}", delta=f"{acc_swap - acc_native:+.0%}")
         st.caption(f"Scored with the task's own metric ({sel.task.metric} accuracy) on {EXT_SAMPLES} examples "
@@ -807,7 +820,7 @@ def extrapolation_curves(sel: Selection, ext_ids: tuple, train_tokens: int) -> N
             chart_data = R.curve_points(*args)
     st.plotly_chart(R.extrapolation_figure(chart_data, train_tokens,
                                            f"Induction accuracy against input length ({EXT_SAMPLES} examples a point)"),
-                    key="positions.fig_ext")
+                    key="positions.fig_ext", config=chart_config("positions", None, "extrapolation-accuracy"))
     st.caption("x marks on the floor: the learned model refused those lengths (it was not scored as 0; it could not run).")
     extrapolation_length(args)
 

@@ -28,6 +28,7 @@ from streamlit.errors import StreamlitAPIException
 from core.analysis import retrieval as A
 from ui.shell import models
 from ui.retrieval import runs as R
+from ui.shell.export import chart_config
 from ui.shell.page import csv_download, lazy_expander, number_table, try_this
 from ui.shell.params import Choice, Float, Int, Params, general
 from ui.shell.sidebar import Selection
@@ -163,10 +164,11 @@ def kernel_smoother() -> None:
     with left:
         st.plotly_chart(R.kernel_figure(x, result.weights, result.kernel_x, result.kernel_curve, float(qx),
                                         title=f"the kernel a query at x₀ = {qx:g} applies (|q| = {qnorm:g})"),
-                        key="retrieval.kernel")
+                        key="retrieval.kernel", config=chart_config("retrieval", None, f"kernel-x{qx:g}-q{qnorm:g}"))
     with right:
         st.plotly_chart(R.estimate_figure(x, y, result.grid, result.attention, result.nadaraya_watson, result.nw_in_x,
-                                          float(qx), title="the estimate at every x"), key="retrieval.estimate")
+                                          float(qx), title="the estimate at every x"), key="retrieval.estimate",
+                        config=chart_config("retrieval", None, f"estimate-q{qnorm:g}"))
     if result.equal_norms:
         st.success(f"Keys of equal norm: attention and the key-space Nadaraya-Watson estimate differ by at most "
                    f"**{result.max_difference:.1e}** over the whole grid (rounding error). The kernel's variance in "
@@ -254,11 +256,12 @@ def lookup_sweep() -> None:
     with left:
         st.plotly_chart(R.arrows_figure(keys, labels, query, tuple(int(i) for i in result.best), weights,
                                         title=f"keys (arrows), query (green); weights at β = {beta:g}"),
-                        key="retrieval.arrows")
+                        key="retrieval.arrows", config=chart_config("retrieval", None, f"lookup-keys-beta{beta:g}"))
     with right:
         st.plotly_chart(R.sweep_figure(result.betas, result.output, result.best_weight, result.entropy,
                                        result.mean_value, result.limit_value, result.beta_one_hot, float(beta),
-                                       title="from the mean of all values to one value"), key="retrieval.sweep")
+                                       title="from the mean of all values to one value"), key="retrieval.sweep",
+                        config=chart_config("retrieval", None, "lookup-beta-sweep"))
     output = float(weights @ values)
     if len(result.best) > 1:
         st.info(f"A tie: {len(result.best)} keys share the largest score, so the best weight never passes "
@@ -326,7 +329,7 @@ def tied_span(sel: Selection) -> None:
               for mid in R.TIED_PAIR}
     st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position, "
                                                 f"split against the span of the keys it could see"),
-                    key="retrieval.span")
+                    key="retrieval.span", config=chart_config("retrieval", None, f"tied-keys-span-l{layer}h{head}"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,10 +371,12 @@ def hijack_attack(sel: Selection) -> None:
     accuracy = {MODEL_NAMES[m]: np.array([p.accuracy for p in curves[m]]) for m in R.DEFENDED}
     mass = {MODEL_NAMES[m]: np.array([p.mass for p in curves[m]]) for m in R.DEFENDED}
     st.plotly_chart(R.hijack_figure(alphas, accuracy, mass, float(alpha),
-                                    title=f"scaling the key at position {position}"), key="retrieval.hijack")
+                                    title=f"scaling the key at position {position}"), key="retrieval.hijack",
+                    config=chart_config("retrieval", None, f"hijack-position{position}"))
     point, pattern, tokens = R.hijack_example(seen, sel.device, int(position), float(alpha))
     st.plotly_chart(R.pattern_figure(pattern, tokens, title=f"{MODEL_NAMES[seen]}, α = {alpha:g}: last layer, "
-                                                            f"mean over heads, first example"), key="retrieval.pattern")
+                                                            f"mean over heads, first example"), key="retrieval.pattern",
+                    config=chart_config("retrieval", seen, f"hijack-pattern-position{position}-alpha{alpha:g}"))
     st.caption(f"At α = {alpha:g}, {MODEL_NAMES[seen]}: accuracy {point.accuracy:.1%}; the answer position gives "
                f"{point.mass:.1%} of its attention to position {position}; every query after it gives "
                f"{point.mass_all_queries:.1%} on average.")
@@ -433,11 +438,13 @@ def equivalence_keys() -> None:
     left, right = st.columns(2)
     with left:
         st.plotly_chart(R.arrows_figure(keys, labels, A.unit(0.0), (result.argmax_dot,), result.attention,
-                                        title="the query's direction u and three keys"), key="retrieval.eq_arrows")
+                                        title="the query's direction u and three keys"), key="retrieval.eq_arrows",
+                        config=chart_config("retrieval", None, f"equivalence-keys-stretch{stretch:g}"))
     with right:
         st.plotly_chart(R.weights_figure(names, result.attention, result.kernel,
                                          title=f"attention against the Gaussian kernel (variance {result.variance:.3g})"),
-                        key="retrieval.eq_weights")
+                        key="retrieval.eq_weights",
+                        config=chart_config("retrieval", None, f"attention-vs-kernel-stretch{stretch:g}"))
     same = result.argmax_dot == result.nearest
     st.markdown(
         f"Largest difference between the two weightings: **{result.max_difference:.2e}**. The largest dot product "

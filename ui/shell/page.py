@@ -8,13 +8,16 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from ui.shell import query
+from ui.shell import export, query
 from ui.shell.params import Int
 
 
 def header(title: str, idea: str, equation: str | None = None) -> None:
-    """Title, a one-paragraph idea in our own words, and the equation it is about."""
-    st.title(title)
+    """Title (with "Copy link to this view" beside it, or under it where the row is too narrow), a
+    one-paragraph idea in our own words, and the equation it is about."""
+    with st.container(horizontal=True, vertical_alignment="center", gap="small"):
+        st.title(title, width="content")
+        export.page_tools()
     query.show_notes()
     st.markdown(idea)
     if equation:

@@ -31,6 +31,7 @@ from core.figures import train as F
 from core.tasks import TASKS, get_task
 from ui.shell import models
 from ui.train import runs as R
+from ui.shell.export import chart_config
 from ui.shell.page import try_this
 from ui.shell import query
 from ui.shell.params import Choice, Float, Int, Params, general
@@ -50,7 +51,13 @@ NOTES_KEY = "train.notes"  # messages about typed values that were clamped, show
 AUTO_KEY = "train.auto_warmup"  # the automatic warm-up the warm-up box's placeholder shows (the last full run's)
 VIEW_KIND_KEY, VIEW_LAYER_KEY = "train.view_kind", "train.view_layer"  # which heatmaps (not in the URL)
 MAX_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # uploads over this are refused (a teaching model is ~KB)
-NO_BAR = {"displayModeBar": False}
+
+
+def run_chart(run: R.TrainingRun, view: str) -> dict:
+    """The chart config (ui.shell.export) of a figure of this run: named after the model it is becoming,
+    or, once finished, the id it is kept under on every page."""
+    return chart_config("train", run.model_id or f"{run.settings.task}-{run.settings.arch}-run", view)
+
 
 class AutoInt(Int):
     """A whole number in [lo, hi], or None for 'automatic' (an empty box; absent from the URL, or `auto`)."""
@@ -372,7 +379,8 @@ def head_grid(run: R.TrainingRun, snap: R.Snapshot, kind, layer: int, key: str) 
     per_row = 4 if len(k_tokens) <= 12 else 2
     fig = F.heads_figure(snap.patterns[kind.key][layer], q_tokens, k_tokens, per_row=per_row,
                          title=f"{kind.label}, layer {layer}, at step {snap.step}")
-    st.plotly_chart(fig, key=key, config=NO_BAR)
+    st.plotly_chart(fig, key=key,
+                    config=run_chart(run, f"{key.rsplit('.', 1)[-1]}-{kind.key}-l{layer}-step{snap.step}"))
 
 
 def progress_line(run: R.TrainingRun) -> None:
@@ -405,7 +413,7 @@ def live_panel() -> None:
     metric = f"{run.task.metric} accuracy"
     st.plotly_chart(F.training_curves(steps, loss, acc, run.total, metric=metric,
                                       final_accuracy=run.final_accuracy),
-                    key="train.curves", config=NO_BAR)
+                    key="train.curves", config=run_chart(run, "loss-and-accuracy"))
     if run.status != "running":
         return
     st.markdown(f"**The newest attention snapshot** of the fixed example (a new one every {run.every} steps; "
@@ -455,7 +463,7 @@ def scrubber(run: R.TrainingRun, kind, layer: int) -> None:
     spread = np.stack([s.spread[kind.key][layer] for s in run.snapshots])  # [snapshot head]
     st.plotly_chart(F.entropy_curves(steps, spread, current=step,
                                      title=f"How spread out each head's attention is ({kind.label}, layer {layer})"),
-                    key="train.spread", config=NO_BAR)
+                    key="train.spread", config=run_chart(run, f"head-spread-{kind.key}-l{layer}"))
     head_grid(run, snap, kind, layer, key="train.scrub_fig")
 
 
@@ -519,7 +527,7 @@ def mi_section(run: R.TrainingRun, kind) -> None:
     before, after = R.head_mi_pair(run)
     fig = F.head_mi_figure(before[kind.key], after[kind.key], (0, run.step),
                            title=f"Information shared between heads ({kind.label}), nats")
-    st.plotly_chart(fig, key="train.head_mi_fig", config=NO_BAR)
+    st.plotly_chart(fig, key="train.head_mi_fig", config=run_chart(run, f"shared-information-{kind.key}"))
     off = ~np.eye(run.settings.n_heads, dtype=bool)
     st.caption(f"Mean over pairs of heads: **{before[kind.key][:, off].mean():.2f}** nats before training, "
                f"**{after[kind.key][:, off].mean():.2f}** at step {run.step} (head diversity λ = "
