@@ -46,14 +46,55 @@ def _caption_title(text: str) -> dict:
                 pad=dict(b=8), font=dict(size=16))
 
 
+GRID_TICK_FONT = 10  # px: the grid's token labels
+GRID_LABEL_PX = 11  # room one such label needs along its axis (its line height; rotated -60°, about the same)
+GRID_HEADS_PX = 352  # the width the heads of one layer share at the narrowest the page is read (1024 x 768)
+GRID_GAP_PX = 14  # between two layers' rows: no labels or titles live there, only the selected head's frame
+GRID_TOP_PX = 34  # above the first row: the column titles "head 0", "head 1", ...
+GRID_CHAR_PX = 6.2  # width of one character of a token label (generous), to size the margin under the grid
+NICE_STEPS = (1, 2, 5)  # label every 1, 2, 5, 10, 20, 50, ... tokens: positions a reader can count on
+
+
+def grid_tick_step(n: int, room_px: float) -> int:
+    """Label every step-th of n tokens along an axis of room_px pixels: the smallest step of 1, 2, 5, 10, 20, ...
+    that leaves each label GRID_LABEL_PX of room. 8 tokens keep every label; 128 keep a readable subset, not none."""
+    fits = max(1, int(room_px // GRID_LABEL_PX))
+    scale = 1
+    while True:
+        for step in NICE_STEPS:
+            if -(-n // (step * scale)) <= fits:  # ceil(n / step) labels
+                return step * scale
+        scale *= 10
+
+
+def _grid_ticks(labels: Sequence[str], room_px: float, shown: bool) -> dict:
+    """One grid axis's tick settings: every step-th token label (grid_tick_step) on a shown axis, none elsewhere.
+    Labels sit only outside the grid (first column, bottom row), so none is ever drawn over a neighbour."""
+    if not shown:
+        return dict(showticklabels=False, ticks="")
+    picked = list(labels[::grid_tick_step(len(labels), room_px)])
+    return dict(showticklabels=True, ticks="outside", ticklen=3, tickmode="array", tickvals=picked, ticktext=picked,
+                tickfont=dict(size=GRID_TICK_FONT), automargin=True)
+
+
+def _grid_bottom_px(labels: Sequence[str]) -> int:
+    """The margin under the grid that the bottom row's key labels need, written at -60° (sin 60° ≈ 0.87)."""
+    longest = max((len(t) for t in labels), default=1)
+    return int(12 + 0.87 * GRID_CHAR_PX * longest)
+
+
 def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str],
                   selected: Optional[tuple[int, int]] = None, cell_px: int = 190) -> go.Figure:
     """Every head of every layer `[layer head q k]` as a grid of small heatmaps on one 0..1 scale.
 
-    Rows are layers, columns are heads; the selected (layer, head) gets an orange frame. Above
-    `EXACT_CELLS` cells in all, weights ship as uint8 percentages to keep the payload small.
-    The subplot layout is written out directly (one Figure construction, no make_subplots),
-    which is several times faster to build.
+    Rows are layers, columns are heads, read like a table: each row is titled "layer l" on its left (the
+    first column's y-axis title, centred on the row), each column "head h" above the first row. Every head
+    shares the same tokens, so query labels sit on the first column only and key labels under the bottom
+    row only: no label is drawn over a neighbouring heatmap at any width. Long inputs label every 2nd, 5th,
+    10th ... token (grid_tick_step). Each row is cell_px tall. The selected (layer, head) gets an orange
+    frame. Above `EXACT_CELLS` cells in all, weights ship as uint8 percentages to keep the payload small.
+    The subplot layout is written out directly (one Figure construction, no make_subplots), which is
+    several times faster to build.
     """
     patterns = np.asarray(patterns, dtype=np.float32)
     if patterns.ndim != 4:
@@ -63,12 +104,13 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
         raise ValueError(f"{len(q_tokens)} query and {len(k_tokens)} key labels for {n_q}x{n_k} patterns")
     quantise = patterns.size > EXACT_CELLS
     y, x = unique_labels(q_tokens), unique_labels(k_tokens)
-    show_ticks = max(n_q, n_k) <= 12
-    height = max(240, 70 + cell_px * n_l)
+    bottom = _grid_bottom_px(x[::grid_tick_step(n_k, GRID_HEADS_PX / n_h)])
+    rows_px = cell_px * n_l + GRID_GAP_PX * (n_l - 1)  # the plotting area's height
+    height = GRID_TOP_PX + rows_px + bottom
     gap_x = min(0.04, 0.6 / n_h)
-    gap_y = min(0.6 / n_l, 40 / height) if n_l > 1 else 0.0
+    gap_y = GRID_GAP_PX / rows_px
     w = (1 - gap_x * (n_h - 1)) / n_h
-    h = (1 - gap_y * (n_l - 1)) / n_l
+    h = cell_px / rows_px
     data, layout, notes = [], {}, []
     for layer in range(n_l):
         for head in range(n_h):
@@ -84,13 +126,16 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
             data.append(dict(type="heatmap", z=z, x=x, y=y, coloraxis="coloraxis", xaxis=f"x{ax}", yaxis=f"y{ax}",
                              hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>{value}"
                                            "<extra></extra>"))
-            layout[f"xaxis{ax}"] = dict(domain=[x0, x0 + w], anchor=f"y{ax}", showticklabels=show_ticks,
-                                        ticks="outside" if show_ticks else "", tickangle=-60, tickfont=dict(size=10))
-            layout[f"yaxis{ax}"] = dict(domain=[y1 - h, y1], anchor=f"x{ax}", autorange="reversed",
-                                        ticks="outside" if show_ticks else "", showticklabels=show_ticks,
-                                        tickfont=dict(size=10))
-            notes.append(dict(text=f"layer {layer} · head {head}", x=x0 + w / 2, y=y1, xref="paper", yref="paper",
-                              xanchor="center", yanchor="bottom", yshift=6, showarrow=False, font=dict(size=14)))
+            # domains clamped to [0, 1]: the last row or column can end a rounding error outside, which plotly refuses
+            layout[f"xaxis{ax}"] = dict(domain=[x0, min(1.0, x0 + w)], anchor=f"y{ax}", type="category", tickangle=-60,
+                                        **_grid_ticks(x, GRID_HEADS_PX / n_h, layer == n_l - 1))
+            layout[f"yaxis{ax}"] = dict(domain=[max(0.0, y1 - h), y1], anchor=f"x{ax}", type="category",
+                                        autorange="reversed", **_grid_ticks(y, cell_px, head == 0))
+            if head == 0:  # the row's title, centred on the row, left of its query labels
+                layout[f"yaxis{ax}"]["title"] = dict(text=f"layer {layer}", font=dict(size=14), standoff=6)
+            if layer == 0:
+                notes.append(dict(text=f"head {head}", x=x0 + w / 2, y=1, xref="paper", yref="paper",
+                                  xanchor="center", yanchor="bottom", yshift=6, showarrow=False, font=dict(size=14)))
     shapes = []
     if selected is not None and 0 <= selected[0] < n_l and 0 <= selected[1] < n_h:
         idx = selected[0] * n_h + selected[1] + 1
@@ -101,7 +146,8 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
     ticks = dict(tickvals=[0, 25, 50, 75, 100], ticktext=["0", "0.25", "0.5", "0.75", "1"]) if quantise else {}
     layout.update(
         coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=top, colorbar=dict(title=dict(text="weight"), **ticks)),
-        height=height, margin=dict(l=10, r=10, t=40, b=10), font=FONT, annotations=notes, shapes=shapes,
+        height=height, margin=dict(l=10, r=10, t=GRID_TOP_PX, b=bottom), font=FONT, annotations=notes,
+        shapes=shapes,
     )
     return go.Figure(data=data, layout=layout)
 

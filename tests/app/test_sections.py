@@ -126,7 +126,7 @@ GROUPS = [
     Group("pages/depth.py", "depth.layers", 24, ("L", "24"), ("depth.chart", "depth.zoom"), "depth.mixing",
           ("depth.norms", "depth.twins", "depth.paths")),
     # Cost's setting feeds every section, but only their measured parts: d reruns those by key
-    Group("pages/cost.py", "cost.d", 128, ("d", "128"), ("cost.chart.time", "cost.chart.memory"), "cost.chart.memory",
+    Group("pages/cost.py", "cost.d", 256, ("d", "256"), ("cost.chart.time", "cost.chart.memory"), "cost.chart.memory",
           ("cost.chart.preset",)),
     # Attention's bar reruns by key only the parts of the shown view that read it (the grid: its one chart)
     Group("pages/attention.py", "attention.layer", 1, ("layer", "1"), ("attention.fig_grid",), "attention.fig_grid", ()),

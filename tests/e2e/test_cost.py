@@ -29,20 +29,20 @@ def test_cost_page_measures_and_the_width_moves_the_crossover(server_url, page):
     open_page(page, f"{server_url}/cost?nmax=512", timeout=180_000, last=LAST)
     wait_for_charts(page, 4)
     assert_no_exception(page)
-    assert crossover_x(page) == 64
+    assert crossover_x(page) == 128  # the default width
     names = [t["name"] for t in plotly_data(page, 0)]
     assert any(n.startswith("chunked: slope") for n in names)
     tall_screenshot(page, "cost")
 
     slider = page.get_by_role("slider", name="width d (d_model of attention and of the RNN)").first
     slider.focus()
-    slider.press("ArrowRight")  # d: 64 -> 128
+    slider.press("ArrowRight")  # d: 128 -> 256
     for _ in range(240):
         wait_for_run(page)
-        if crossover_x(page) != 64:
+        if crossover_x(page) != 128:
             break
         page.wait_for_timeout(250)
-    assert crossover_x(page) == 128
+    assert crossover_x(page) == 256
     wait_for_run(page, last=LAST)
-    assert "d=128" in page.url
+    assert "d=256" in page.url
     assert_no_exception(page)

@@ -54,7 +54,8 @@ EXPLORED = (
     ("pages/generation.py", "ui.generation.view", "attn", {}),
 )
 # Choices whose work does not depend on the model, visited with the default model: the Cost page's
-# sweeps (about 13 s to measure all sixteen here) and the Depth page's random stacks at every layer
+# sweeps (seventeen settings, about 90 s of one core here: the defaults that show the crossover, d = 128,
+# 8 heads and n up to 2,048, take all but five to n = 2,048) and the Depth page's random stacks at every layer
 # count, init gain, seed, stream count and noise (about 40 s). A class's slowest clicks were these,
 # each student's first change measuring or building its own. A whole-number parameter is visited at
 # every value from its lowest to its highest.
