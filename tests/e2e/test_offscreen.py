@@ -136,9 +136,11 @@ def test_home_fetches_the_chart_code_that_the_next_page_then_uses(server_url, pa
     open_page(page, server_url, timeout=240_000)
     page.wait_for_function(f"() => ({CHUNKS_FETCHED})().length >= 2", timeout=30_000)
     # ...from a block that takes no room: the title sits where it sits without the script
+    # (blocks that hold a script and nothing else; the header's "Copy link" button carries its own script and is
+    # meant to be seen: ui/shell/export.py)
     hidden = page.evaluate("() => Array.from(document.querySelectorAll(\"[data-testid='stHtml']\"))"
-                           ".filter(h => h.querySelector('script')).map(h => getComputedStyle(h.closest("
-                           "\"[data-testid='stElementContainer']\")).display)")
+                           ".filter(h => h.children.length === 1 && h.firstElementChild.tagName === 'SCRIPT')"
+                           ".map(h => getComputedStyle(h.closest(\"[data-testid='stElementContainer']\")).display)")
     assert hidden and set(hidden) == {"none"}, hidden
     # ...with the table grid's style sheet linked and every KaTeX face loaded (Home shows no table and no
     # formula in those fonts' sizes)
