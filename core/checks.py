@@ -60,6 +60,50 @@ class Feedback:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """The range an argument of a check may take, and why. A lesson file is untrusted (a teacher's upload),
+    and its arguments decide how much work a check does when a student presses Check: every number is
+    bounded (a number between lo and hi; a list: at most `items` numbers, each between lo and hi)."""
+
+    lo: float
+    hi: float
+    why: str
+    items: int = 0  # a list argument: its largest length
+    texts: bool = False  # a list argument may hold text items too (the choices of param_is)
+
+    def refuse(self, kind: str, name: str, value: Any) -> Optional[str]:
+        """Why `value` is out of range (a message naming the argument and its limit), or None when it fits."""
+        where = f"argument {name!r} of check kind {kind!r}"
+        if isinstance(value, list):
+            if not 1 <= len(value) <= self.items:
+                return f"{where} must list 1 to {self.items} items ({self.why}), got {len(value)}"
+            if not self.texts and any(isinstance(v, str) for v in value):
+                return f"{where} must hold numbers only ({self.why})"
+            numbers = [v for v in value if not isinstance(v, str)]
+            bad = next((v for v in numbers if not (self.lo <= v <= self.hi)), None)  # NaN is out of range too
+            if bad is not None:
+                return (f"{where} must hold numbers between {_num(self.lo)} and {_num(self.hi)} ({self.why}), "
+                        f"got {bad!r}")
+            return None
+        if not self.lo <= value <= self.hi:
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:40]}..."
+            return f"{where} must be between {_num(self.lo)} and {_num(self.hi)} ({self.why}), got {shown}"
+        return None
+
+
+def _num(x: float) -> str:
+    """A limit as a lesson author reads it: 1,048,576 and 0.01, never 1.04858e+06."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+MAX_TEXT_CHARS = 200  # every text argument (and text item of a list): names, presets, a page parameter's value
+MAX_INPUT_CHARS = 2000  # most_attended_key's input, like a URL parameter (ui.shell.query.MAX_PARAM_CHARS)
+MAX_INPUT_TOKENS = 128  # most_attended_key's input: as many tokens as the sidebar accepts
+MAX_MASK_TOKENS = 32  # mask_lambda2: the Masks page draws a mask for at most 32 tokens (ui.masks.view.MAX_EDIT_N)
+MAX_SEED = 10_000  # mask_lambda2: the Masks page's random-mask seed, 0..10,000
+
+
+@dataclass(frozen=True)
 class Kind:
     """One kind of check: what it asks for, its arguments (name -> type, and defaults), and its function.
 
@@ -76,9 +120,11 @@ class Kind:
     solve: Optional[Callable[[Context, dict], Solution]] = None
     judge: Optional[Callable[[Context, dict], Feedback]] = None
     examples: Optional[Callable[[dict], tuple[dict, dict]]] = None
+    limits: Mapping[str, Limit] = field(default_factory=dict)  # every number and list argument's range
 
     def arguments(self, given: Mapping[str, Any]) -> dict:
-        """The arguments with defaults filled in; ValueError naming an unknown, missing or mistyped one."""
+        """The arguments with defaults filled in; ValueError naming an unknown, missing, mistyped or out-of-range
+        one (with its limit: a number's range, a list's length, a text's characters)."""
         unknown = sorted(set(given) - set(self.required) - set(self.optional))
         if unknown:
             allowed = ", ".join(sorted([*self.required, *self.optional]))
@@ -90,9 +136,27 @@ class Kind:
         for name, value in given.items():
             want = self.required.get(name) or type(self.optional[name])
             if not _is(value, want):
+                shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:60]}..."
                 raise ValueError(f"argument {name!r} of check kind {self.name!r} must be {want.__name__}, "
-                                 f"got {value!r}")
+                                 f"got {shown}")
+            problem = self._out_of_range(name, value)
+            if problem:
+                raise ValueError(problem)
         return out
+
+    def _out_of_range(self, name: str, value: Any) -> Optional[str]:
+        """Why a well-typed argument is out of its limits, or None: numbers and lists by `limits`, text (and the
+        text items of a list) by its length."""
+        texts = [value] if isinstance(value, str) else []
+        if isinstance(value, list):
+            texts = [v for v in value if isinstance(v, str)]
+        chars = MAX_INPUT_CHARS if name == "input" else MAX_TEXT_CHARS
+        long = next((t for t in texts if len(t) > chars), None)
+        if long is not None:
+            return (f"argument {name!r} of check kind {self.name!r} must be at most {chars} characters long "
+                    f"(a lesson's text argument names a thing or holds a short input), got {len(long)}")
+        limit = self.limits.get(name)
+        return limit.refuse(self.name, name, value) if limit is not None else None
 
 
 def _is(value: Any, want: type) -> bool:
@@ -152,6 +216,9 @@ def _most_attended_key(ctx: Context, args: dict) -> Solution:
     model, meta = ctx.load_model(args["model"])
     task = get_task(meta["task"])
     tokens = args["input"].split()
+    if len(tokens) > MAX_INPUT_TOKENS:
+        raise ValueError(f"argument 'input' of check kind 'most_attended_key' has {len(tokens)} tokens; "
+                         f"at most {MAX_INPUT_TOKENS}, as many as the sidebar accepts")
     ids = torch.tensor([task.vocab.encode(tokens)], device=model.device)  # [1 pos]
     if model.cfg.arch == "encoder-decoder":
         raise ValueError("most_attended_key reads self-attention of an encoder or decoder model")
@@ -204,6 +271,12 @@ def mask_of(preset: str, n: int, knobs: Mapping[str, Any]) -> torch.Tensor:
     rseed, formula); the formula is parsed by core.masks, never evaluated."""
     def knob(name: str, default: int) -> int:
         return min(max(int(knobs.get(name, default)), 0), n)
+
+    def density() -> float:  # clamped to 0..1 like the page's slider; NaN or inf cannot be used
+        value = float(knobs.get("density", 0.3))
+        if not math.isfinite(value):
+            raise ValueError(f"density must be a number between 0 and 1, got {value!r}")
+        return min(max(value, 0.0), 1.0)
     if preset == "full":
         return M.full(n)
     if preset == "causal":
@@ -219,7 +292,7 @@ def mask_of(preset: str, n: int, knobs: Mapping[str, Any]) -> torch.Tensor:
     if preset == "padding":
         return M.padding(n, max(knob("real", n), 1))
     if preset == "random":
-        return M.random_mask(n, float(knobs.get("density", 0.3)), int(knobs.get("rseed", 0)))
+        return M.random_mask(n, density(), min(max(int(knobs.get("rseed", 0)), 0), MAX_SEED))
     if preset == "formula":
         return M.from_formula(str(knobs.get("formula", "")), n)
     raise ValueError(f"unknown mask preset {preset!r}")
@@ -380,11 +453,23 @@ def _compare(value: float, target: float, tol: float, how: str) -> bool:
 
 
 def _student_mask(state: Mapping[str, str]) -> tuple[torch.Tensor, str]:
-    tokens = str(state.get("input", "")).split()
+    """The mask the student set on the Masks page, from what the page reads (input, preset and knobs), within
+    the page's own bounds: an input of at most MAX_MASK_TOKENS tokens (the page draws no mask for a longer one),
+    knobs of at most MAX_TEXT_CHARS characters, clamped as the page clamps them. ValueError says what is off."""
+    text = str(state.get("input") or "")
+    if len(text) > MAX_INPUT_CHARS:
+        raise ValueError(f"your input is {len(text):,} characters long; the sidebar reads at most {MAX_INPUT_CHARS}")
+    tokens = text.split()
     if not tokens:
-        raise ValueError("there is no input yet: open the Masks page of this step first")
-    preset = str(state.get("preset", "causal"))
+        raise ValueError("there is no input the page can use yet: open the Masks page of this step first")
+    if len(tokens) > MAX_MASK_TOKENS:
+        raise ValueError(f"your input has {len(tokens)} tokens and the Masks page draws a mask for at most "
+                         f"{MAX_MASK_TOKENS}: shorten it in the sidebar")
+    preset = str(state.get("preset") or "causal")
     knobs = {k: state[k] for k in ("w", "b", "s", "g", "real", "density", "rseed", "formula") if k in state}
+    long = next((k for k, v in {"preset": preset, **knobs}.items() if len(str(v)) > MAX_TEXT_CHARS), None)
+    if long is not None:
+        raise ValueError(f"the Masks page's {long} is more than {MAX_TEXT_CHARS} characters long")
     return mask_of(preset, len(tokens), knobs), preset
 
 
@@ -443,47 +528,83 @@ def _param_is_examples(args: dict) -> tuple[dict, dict]:
 # The registry
 # ---------------------------------------------------------------------------------------------
 
+# The limits, with why each is what it is (docs/lessons.md lists them for lesson authors).
+TOLERANCE = Limit(0, 1e6, "not negative; a larger one would accept any answer")
+MARGIN = Limit(0, 1, "scores and weights lie between 0 and 1")
+PROBES = Limit(1, 128, "each probe is one more model run; 128 take about a second, 20,000 took 24 s")
+LAYER_HEAD = Limit(0, 63, "no bundled model has more layers or heads; the model's own size is checked when it runs")
+QUERY = Limit(0, MAX_INPUT_TOKENS - 1, f"the input holds at most {MAX_INPUT_TOKENS} tokens, as in the sidebar")
+TOY_NUMBER = Limit(-100, 100, "the one-number example's scores stay readable and exp() stays finite")
+TOY_LIST = Limit(-100, 100, f"the one-number example shows at most {A.TOY_MAX_ITEMS} keys", items=A.TOY_MAX_ITEMS)
+TOY_KEY = Limit(1, A.TOY_MAX_ITEMS, f"the one-number example has at most {A.TOY_MAX_ITEMS} keys")
+D_K = Limit(1, 65_536, "a key width; sqrt(d_k) only scales the scores")
+TEMPERATURE = Limit(0.01, 100, "positive; below 0.01 the softmax is a hard max, above 100 uniform")
+MASK_N = Limit(1, 256, "a mask of n tokens is an n x n graph; lambda_2 at 256 takes about a second, 4,096 took 101 s")
+MASK_KNOB = Limit(-1, 256, "-1 keeps the preset's default; a window, block, stride or global count up to n")
+WIDTH = Limit(1, 65_536, "a model width (d_model, d_v, d); the largest famous models stay below it")
+SEQ = Limit(1, 1_048_576, "a sequence length up to 2^20, the longest the Cost page plots")
+BLOCK = Limit(1, 65_536, "a chunked attention's block of keys")
+LENGTH = Limit(1, 65_536, "a decoder or encoder length; a count near 2^63 overflows into a wrong answer")
+ANGLE = Limit(-360, 360, "an angle in degrees, once around either way")
+WEIGHT = Limit(0, 1, "a softmax weight lies between 0 and 1")
+QNORM = Limit(1, 1000, "the Retrieval page's query norms run from 1 to 1000")
+LAMBDA2 = Limit(0, 256, f"the lambda_2 of a mask on at most {MAX_MASK_TOKENS} tokens is at most {MAX_MASK_TOKENS}")
+PARAM_NUMBER = Limit(-1e9, 1e9, "a page control's value; no control reaches a billion")
+PARAM_VALUES = Limit(-1e9, 1e9, "the accepted choices of one control", items=20, texts=True)
+
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("head_with_role", PICK, "Pick the head that plays a role (induction, previous token, ...), measured "
          "on the model's role scores.", {"model": str, "role": str}, {"attention": "", "probes": 32, "margin": 0.05},
-         solve=_head_with_role),
+         solve=_head_with_role, limits={"probes": PROBES, "margin": MARGIN}),
     Kind("most_attended_key", PICK, "Pick the key one query of one head attends to most, on a given input.",
          {"model": str, "input": str, "layer": int, "head": int, "query": int}, {"margin": 0.02},
-         solve=_most_attended_key),
+         solve=_most_attended_key,
+         limits={"layer": LAYER_HEAD, "head": LAYER_HEAD, "query": QUERY, "margin": MARGIN}),
     Kind("scalar_weight", NUMBER, "The softmax weight on one key of the one-number attention example.",
          {"key": int}, {"q": A.TOY_QUERY, "keys": list(A.TOY_KEYS), "values": list(A.TOY_VALUES), "d_k": 1,
-                        "temperature": 1.0, "tolerance": 0.01}, solve=_scalar_weight),
+                        "temperature": 1.0, "tolerance": 0.01}, solve=_scalar_weight,
+         limits={"key": TOY_KEY, "q": TOY_NUMBER, "keys": TOY_LIST, "values": TOY_LIST, "d_k": D_K,
+                 "temperature": TEMPERATURE, "tolerance": TOLERANCE}),
     Kind("scalar_output", NUMBER, "The output (weighted sum of values) of the one-number attention example.",
          {}, {"q": A.TOY_QUERY, "keys": list(A.TOY_KEYS), "values": list(A.TOY_VALUES), "d_k": 1,
-              "temperature": 1.0, "tolerance": 0.01}, solve=_scalar_output),
+              "temperature": 1.0, "tolerance": 0.01}, solve=_scalar_output,
+         limits={"q": TOY_NUMBER, "keys": TOY_LIST, "values": TOY_LIST, "d_k": D_K, "temperature": TEMPERATURE,
+                 "tolerance": TOLERANCE}),
     Kind("mask_measure", NUMBER, "A number about a mask's graph: lambda_2, density or layers to reach all.",
          {"preset": str, "n": int, "measure": str}, {"w": -1, "b": -1, "s": -1, "g": -1, "tolerance": 0.01},
-         solve=_mask_measure),
+         solve=_mask_measure, limits={"n": MASK_N, "w": MASK_KNOB, "b": MASK_KNOB, "s": MASK_KNOB, "g": MASK_KNOB,
+                                      "tolerance": TOLERANCE}),
     Kind("max_heads", NUMBER, "How many heads with orthogonal value subspaces fit: floor(d_model / d_v).",
-         {"d_model": int, "d_v": int}, solve=_max_heads),
+         {"d_model": int, "d_v": int}, solve=_max_heads, limits={"d_model": WIDTH, "d_v": WIDTH}),
     Kind("attention_vs_rnn_cost", NUMBER, "Cost of self-attention over a recurrent layer: n^2 d / (n d^2).",
-         {"n": int, "d": int}, {"tolerance": 0.01}, solve=_attention_vs_rnn_cost),
+         {"n": int, "d": int}, {"tolerance": 0.01}, solve=_attention_vs_rnn_cost,
+         limits={"n": SEQ, "d": WIDTH, "tolerance": TOLERANCE}),
     Kind("lookup_beta", NUMBER, "The beta at which the best key of a preset soft database (Retrieval page) "
          "holds a given weight (0.99: a hard lookup).", {"table": str},
-         {"angle": 0.0, "weight": RET.ONE_HOT, "tolerance": 0.1}, solve=_lookup_beta),
+         {"angle": 0.0, "weight": RET.ONE_HOT, "tolerance": 0.1}, solve=_lookup_beta,
+         limits={"angle": ANGLE, "weight": WEIGHT, "tolerance": TOLERANCE}),
     Kind("kernel_width", NUMBER, "The width (in x) of the kernel a query of norm |q| applies (Retrieval page), "
          "measured off its curve or predicted as 1 / (pi sqrt|q|).", {"qnorm": float},
-         {"which": "measured", "tolerance": 0.002}, solve=_kernel_width),
+         {"which": "measured", "tolerance": 0.002}, solve=_kernel_width,
+         limits={"qnorm": QNORM, "tolerance": TOLERANCE}),
     Kind("attention_numbers", NUMBER, "How many numbers one tensor (q, k, v, scores, output) of an attention "
          "layer of a bundled model holds for given decoder and encoder lengths (Generation page, shapes).",
          {"model": str, "attention": str, "tensor": str, "len_dec": int, "len_enc": int},
-         solve=_attention_numbers),
+         solve=_attention_numbers, limits={"len_dec": LENGTH, "len_enc": LENGTH}),
     Kind("cost_count", NUMBER, "A count from the Cost page at a famous model's size: FLOPs and their ratio, "
          "memory kept for training (explicit, chunked), the attention-RNN crossover, RNN steps and path.",
-         {"measure": str}, {"preset": "original", "n": 1024, "block": 32, "tolerance": 0.01}, solve=_cost_count),
+         {"measure": str}, {"preset": "original", "n": 1024, "block": 32, "tolerance": 0.01}, solve=_cost_count,
+         limits={"n": SEQ, "block": BLOCK, "tolerance": TOLERANCE}),
     Kind("mask_lambda2", STATE, "The student's own mask on the Masks page has a given lambda_2.",
          {"target": float}, {"compare": "equal", "tolerance": 1e-6},
-         judge=_mask_lambda2_state, examples=_mask_lambda2_examples),
+         judge=_mask_lambda2_state, examples=_mask_lambda2_examples,
+         limits={"target": LAMBDA2, "tolerance": TOLERANCE}),
     Kind("param_in_range", STATE, "A number the student set on the page lies in a range.",
          {"param": str, "lo": float, "hi": float}, {"default": ""},
-         judge=_param_in_range, examples=_param_in_range_examples),
+         judge=_param_in_range, examples=_param_in_range_examples, limits={"lo": PARAM_NUMBER, "hi": PARAM_NUMBER}),
     Kind("param_is", STATE, "A choice the student made on the page is one of the given values.",
-         {"param": str, "values": list}, {"default": ""}, judge=_param_is, examples=_param_is_examples),
+         {"param": str, "values": list}, {"default": ""}, judge=_param_is, examples=_param_is_examples,
+         limits={"values": PARAM_VALUES}),
 )}
 
 
