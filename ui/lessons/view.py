@@ -57,12 +57,15 @@ def lesson_rows(lessons: list[L.Lesson]) -> list[dict]:
 
 def lesson_list() -> None:
     """Every lesson with its length and what it covers; Start and Present buttons."""
-    st.header("The lessons")
-    st.markdown("One lesson per chapter of the reference texts, each a walk of 6 to 12 steps across the pages. "
-                "A lesson's link (`?lesson=<id>&step=<k>`) opens that step on any page; add `&present=1` for a "
-                "projector: no sidebar, large type, and the arrow or page keys step through it.")
     lessons, problems = lessons_bar.known_lessons()
-    level = URL.level.widget(st.segmented_control, "Level", required=True)
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        st.subheader("The lessons", width="content")
+        level = URL.level.widget(st.segmented_control, "Level", required=True, label_visibility="collapsed")
+    with st.expander("Lesson links and presenter mode"):
+        st.markdown("One lesson per chapter of the reference texts, each a walk of 6 to 12 steps across the pages. "
+                    "A lesson's link (`?lesson=<id>&step=<k>`) opens that step on any page; add `&present=1` for a "
+                    "projector: no sidebar, large type, the step's notes in a panel beside the page, and the arrow "
+                    "or page keys step through it.")
     shown = [l for l in lessons.values() if level == ALL_LEVELS or l.level == level]
     if not shown:
         st.info(f"No lesson at the level {level!r} yet.")
@@ -121,6 +124,9 @@ FORMAT_LINE = ("A lesson is a small TOML file (no code runs from it): its format
 
 
 def class_panel() -> None:
-    """Open a class (teacher) or join one (student)."""
-    lessons, _ = lessons_bar.known_lessons()
-    classroom.class_panel({l.id: l.title for l in lessons.values()})
+    """Open a class (teacher) or join one (student). A class follows only the lessons every session has
+    (bundled and the teacher's folder); this session's uploads are named apart, since students lack them."""
+    shared, _ = lessons_catalog.catalogue()
+    uploaded = st.session_state.get(lessons_bar.UPLOADED_KEY, {})
+    classroom.class_panel({l.id: l.title for l in shared.values() if l.id not in uploaded},
+                          {l.id: l.title for l in uploaded.values()})

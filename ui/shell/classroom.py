@@ -3,17 +3,29 @@ here, with no network), students join with `?class=<code>` and see the teacher's
 about a second; they can detach to explore and re-join. Only the teacher's session holds the token
 that moves the class. The store is core.classroom's: in this process, or Redis when
 GLASSBOX_REDIS_URL is set (several app servers then share their classes).
+
+What no visitor can do (issue 36):
+- end every class: the store is a module-level object, not an `st.cache_resource`, which any
+  connection's protocol "clear cache" message empties for the whole process;
+- guess codes quickly: failed joins are limited per session and per server (JOINS) and logged, and a
+  session opens a few classes at most (OPENS; opening one closes the one it held);
+- see a driver's traceback: Redis down, refusing or paused shows one sentence, and the class picks up
+  where it was when Redis answers again (a teacher's class is put back if Redis lost it).
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import os
+import threading
+import time
 from typing import Optional
 from urllib.parse import urlsplit
 
 import segno
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core import classroom as K
 from ui.shell import query
@@ -22,21 +34,75 @@ from ui.shell.text import literal
 REDIS_URL_ENV, TTL_ENV = "GLASSBOX_REDIS_URL", "GLASSBOX_CLASS_TTL"
 TEACHER_KEY = "glassbox.class.teacher"  # (code, token, last (lesson, step) pushed) of the class this session teaches
 FOLLOW_KEY = "glassbox.class.follow"  # code -> whether this student follows the teacher now
+MISSING_KEY = "glassbox.class.missing"  # codes this session looked up and found no class for (not looked up again)
+GONE_KEY = "glassbox.class.gone"  # code -> when a class this student had joined was first found missing
+PUSHED_KEY = "glassbox.class.pushed"  # time.time() when the class this session teaches was last opened or moved
 POLL_SECONDS = 1.0  # students see a move within this plus one rerun
+STORE_RETRY_SECONDS = 2.0  # while the store is down, a class's pages look again this often
+GONE_GRACE_SECONDS = 120.0  # a joined class that vanished (Redis restarted) is looked for this long
+
+# The limits, per process (each server of a cluster has its own; the arithmetic is in docs/deployment.md).
+JOIN_FAILS_PER_SESSION, JOIN_FAILS_PER_SERVER, JOIN_WINDOW = 5, 60, 60.0
+OPENS_PER_SESSION, OPENS_PER_SERVER, OPEN_WINDOW = 3, 30, 600.0
+JOINS = K.Throttle(JOIN_FAILS_PER_SESSION, JOIN_FAILS_PER_SERVER, JOIN_WINDOW)
+OPENS = K.Throttle(OPENS_PER_SESSION, OPENS_PER_SERVER, OPEN_WINDOW)
+REFUSALS_LOGGED = K.Throttle(1, 10, 60.0)  # a refused guesser writes a log line a minute at most, a server ten
+
+log = logging.getLogger("glassbox.classroom")
+_stores: dict[tuple[str, int], K.ClassStore] = {}  # one per configuration, for the process's life
+_stores_lock = threading.Lock()
+_told: set[str] = set()  # settings problems already written to the log
 
 
-@st.cache_resource(show_spinner=False)
-def _store(redis_url: str, ttl: int) -> K.ClassStore:
-    return K.store_for(redis_url, ttl)
+# ---------------------------------------------------------------------------------------------
+# The store and its settings
+# ---------------------------------------------------------------------------------------------
+
+
+def settings() -> tuple[str, int, Optional[str]]:
+    """(Redis URL, class lifetime in seconds, a sentence on a bad GLASSBOX_CLASS_TTL or None). A bad value is
+    written to the log once and shown in the class panel; the lifetime used is the default or the nearest bound."""
+    ttl, problem = K.parse_ttl(os.environ.get(TTL_ENV))
+    if problem and problem not in _told:
+        _told.add(problem)
+        log.warning("%s", problem)
+    return os.environ.get(REDIS_URL_ENV, ""), ttl, problem
 
 
 def store() -> K.ClassStore:
-    """The process's class store (one per configuration)."""
+    """The process's class store (one per configuration). Held in this module, so that no client message
+    (the protocol's "clear cache" empties st.cache_resource for every session) can end the classes."""
+    url, ttl, _ = settings()
+    key = (url.strip(), ttl)
+    with _stores_lock:
+        if key not in _stores:
+            _stores[key] = K.store_for(url, ttl)
+        return _stores[key]
+
+
+def session_key() -> str:
+    """This browser session's id for the limits: the server's own id of the connection, which the
+    session cannot change or clear (its st.session_state it can: "clear cache" empties it)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+def store_down(exc: Exception, who: str) -> None:
+    """Say, in one sentence, that the store is not answering; the page goes on, and looks again soon."""
+    st.warning(f"The class store is not answering just now, so {who}. Everything else on this page works; the "
+               "class picks up where it is as soon as the store answers again.", icon=":material/cloud_off:")
+    log.warning("class store not answering: %s", exc)
+    _await_store()
+
+
+@st.fragment(run_every=STORE_RETRY_SECONDS)
+def _await_store() -> None:
+    """While the store is down: look again every few seconds, and rerun the page once it answers."""
     try:
-        ttl = int(os.environ.get(TTL_ENV, K.DEFAULT_TTL))
-    except ValueError:
-        ttl = K.DEFAULT_TTL
-    return _store(os.environ.get(REDIS_URL_ENV, ""), max(ttl, 60))
+        store().get("")
+    except K.StoreDown:
+        return
+    st.rerun()
 
 
 def teaching() -> Optional[str]:
@@ -45,17 +111,60 @@ def teaching() -> Optional[str]:
     return held[0] if held else None
 
 
-def open_class(lesson_id: str) -> K.ClassState:
-    """Open a class at step 1 of a lesson; this session becomes its teacher."""
-    state, token = store().open(lesson_id, 1)
+def can_teach(lesson_id: str) -> bool:
+    """Whether students can follow this lesson: one from this server's folders, not one uploaded into this
+    session (the students' sessions do not have it)."""
+    from ui.shell.lessons_bar import UPLOADED_KEY  # that module imports this one
+
+    return str(lesson_id) not in st.session_state.get(UPLOADED_KEY, {})
+
+
+def open_class(lesson_id: str) -> Optional[K.ClassState]:
+    """Open a class at step 1 of a lesson; this session becomes its teacher (a class it held is closed
+    first: one class per session). None, with a message, when the limits or the store refuse."""
+    if not can_teach(lesson_id):
+        st.error("A class can follow only a lesson from this server's list, not an uploaded one.")
+        return None
+    who = session_key()
+    wait = OPENS.wait(who)
+    if wait > 0:
+        _log_refusal(who, "class open refused: session %s over the limit (wait %.0f s)", who[:8], wait)
+        st.error(f"Too many classes were opened here lately; try again in {wait:.0f} s.")
+        return None
+    close_class()
+    try:
+        state, token = store().open(lesson_id, 1)
+    except K.ClassLimit as exc:
+        st.error(f"No class can be opened now: {exc}.")
+        return None
+    except K.StoreDown as exc:
+        store_down(exc, "no class can be opened")
+        return None
+    OPENS.record(who)
     st.session_state[TEACHER_KEY] = (state.code, token, (lesson_id, 1))
+    st.session_state[PUSHED_KEY] = time.time()
     return state
 
 
+def _put_back(code: str, token: str, lesson_id: str, step: int) -> bool:
+    """Put this teacher's class back when the store lost it before it could expire (Redis restarted empty):
+    only within the class's lifetime since its last move, and only where its code is still free."""
+    if time.time() - st.session_state.get(PUSHED_KEY, 0.0) >= settings()[1]:
+        return False
+    if not store().restore(K.ClassState(code, lesson_id, int(step), time.time()), token):
+        return False
+    log.warning("class %s put back by its teacher after the store lost it", code)
+    return True
+
+
 def close_class() -> None:
+    """End the class this session teaches (if the store is down, it expires on its own)."""
     held = st.session_state.pop(TEACHER_KEY, None)
     if held:
-        store().close(held[0], held[1])
+        try:
+            store().close(held[0], held[1])
+        except K.StoreDown as exc:
+            log.warning("class %s not closed, the store did not answer (it expires on its own): %s", held[0], exc)
 
 
 def teach(lesson_id: str, step: int) -> None:
@@ -63,11 +172,22 @@ def teach(lesson_id: str, step: int) -> None:
     held = st.session_state.get(TEACHER_KEY)
     if not held or held[2] == (lesson_id, step):
         return
-    if store().move(held[0], held[1], lesson_id, step):
-        st.session_state[TEACHER_KEY] = (held[0], held[1], (lesson_id, step))
+    if not can_teach(lesson_id):
+        st.caption(f":material/groups: Your class {held[0]} stays at step {held[2][1]} of its lesson: students "
+                   "cannot follow an uploaded lesson.")
+        return
+    code, token = held[0], held[1]
+    try:
+        moved = store().move(code, token, lesson_id, step) or _put_back(code, token, lesson_id, step)
+    except K.StoreDown as exc:
+        store_down(exc, f"your class {code} stays at step {held[2][1]} on your students' screens")
+        return
+    if moved:
+        st.session_state[TEACHER_KEY] = (code, token, (lesson_id, step))
+        st.session_state[PUSHED_KEY] = time.time()
     else:
         st.session_state.pop(TEACHER_KEY, None)
-        st.warning(f"Class {held[0]} has ended or expired; open a new one on the Lessons page.")
+        st.warning(f"Class {code} has ended or expired; open a new one on the Lessons page.")
 
 
 def join_link(code: str) -> str:
@@ -88,12 +208,68 @@ def qr_png(text: str) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# The student's side, run by the lesson bar before it reads the lesson and step
+# Joining: a code this session has not joined before is a guess until the store knows it
 # ---------------------------------------------------------------------------------------------
+
+
+def _log_refusal(who: str, message: str, *args) -> None:
+    """Log a refusal, at most once a minute per session and ten a minute per server: a refused guesser
+    may go on sending, and must not fill the log."""
+    if REFUSALS_LOGGED.wait(who) == 0:
+        REFUSALS_LOGGED.record(who)
+        log.warning(message, *args)
+
+
+def find_class(code: str) -> tuple[Optional[K.ClassState], Optional[str]]:
+    """The class with this code, for a session that has not joined it: (state, None), or (None, why not).
+    A failed lookup counts against this session and the server (JOINS) and is logged; over the limit, no
+    lookup is made at all, so a guesser learns nothing more. Raises K.StoreDown."""
+    who = session_key()
+    wait = JOINS.wait(who)
+    if wait > 0:
+        _log_refusal(who, "class join refused: session %s over the failed-join limit (wait %.0f s)", who[:8], wait)
+        return None, (f"Too many wrong class codes were tried here lately; try again in {wait:.0f} s, "
+                      "and check the code with your teacher.")
+    state = store().get(code)
+    if state is None:
+        count = JOINS.record(who)
+        log.warning("failed class join: code %s from session %s (%d failed on this server in %.0f s)",
+                    code, who[:8], count, JOIN_WINDOW)
+        return None, None
+    return state, None
 
 
 def _set_following(code: str, on: bool) -> None:
     st.session_state.setdefault(FOLLOW_KEY, {})[code] = on
+
+
+def _lookup(code: str) -> tuple[Optional[K.ClassState], bool]:
+    """(The class, or None; whether the page should keep looking for it). A code this session joined is
+    read as it is; any other goes through find_class's limits. Draws the messages for a class not found."""
+    joined = code in st.session_state.get(FOLLOW_KEY, {})
+    if not joined and code in st.session_state.get(MISSING_KEY, set()):
+        state, refusal = None, None  # looked up and missing already: not another guess
+    elif joined:
+        state, refusal = store().get(code), None
+    else:
+        state, refusal = find_class(code)
+    if state is not None:
+        st.session_state.get(GONE_KEY, {}).pop(code, None)
+        return state, False
+    if refusal:
+        st.error(refusal, icon=":material/block:")
+        return None, False
+    if joined:  # a class this student was in: ended, expired, or lost by a restarted store (the teacher puts it back)
+        gone = st.session_state.setdefault(GONE_KEY, {}).setdefault(code, time.monotonic())
+        if time.monotonic() - gone < GONE_GRACE_SECONDS:
+            st.warning(f"Class {code} is not there just now: it ended, or the class store restarted. This page "
+                       "looks for it again for two minutes.", icon=":material/groups:")
+            return None, True
+    else:
+        st.session_state.setdefault(MISSING_KEY, set()).add(code)
+    st.warning(f"There is no class {code} now: it may have ended or expired. Ask your teacher for the code.",
+               icon=":material/groups:")
+    return None, False
 
 
 def follow() -> Optional[tuple[str, bool]]:
@@ -108,12 +284,17 @@ def follow() -> Optional[tuple[str, bool]]:
         return None
     if teaching() == code:
         return None  # the teacher's own link: the teacher moves the class, never follows it
-    state = store().get(code)
+    try:
+        state, keep_looking = _lookup(code)
+    except K.StoreDown as exc:
+        store_down(exc, f"this page cannot follow class {code} for now")
+        return None
     if state is None:
-        st.warning(f"There is no class {code} now: it may have ended or expired. Ask your teacher for the code.",
-                   icon=":material/groups:")
+        if keep_looking:
+            _poll(code, None)
         return None
     following = st.session_state.get(FOLLOW_KEY, {}).get(code, True)
+    _set_following(code, following)  # joined: later lookups of this code are not guesses
     if following and (st.query_params.get("lesson"), st.query_params.get("step")) != (state.lesson, str(state.step)):
         st.query_params["lesson"], st.query_params["step"] = state.lesson, str(state.step)
     with st.container(horizontal=True, key="class_strip", vertical_alignment="center"):
@@ -132,10 +313,14 @@ def follow() -> Optional[tuple[str, bool]]:
 
 
 @st.fragment(run_every=POLL_SECONDS)
-def _poll(code: str, seen: float) -> None:
-    """Every second: when the teacher moved since this page was drawn, rerun the page to follow."""
-    state = store().get(code)
-    if state is None or state.moved_at != seen:
+def _poll(code: str, seen: Optional[float]) -> None:
+    """Every second: when the teacher moved since this page was drawn (or the class came back, `seen` None),
+    rerun the page to follow. A store that does not answer is simply asked again next time."""
+    try:
+        state = store().get(code)
+    except K.StoreDown:
+        return
+    if (state is None and seen is not None) or (state is not None and state.moved_at != seen):
         st.rerun()
 
 
@@ -144,46 +329,85 @@ def _poll(code: str, seen: float) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def class_panel(lesson_titles: dict[str, str]) -> None:
-    """Open (teacher) or join (student) a class."""
+def class_panel(lesson_titles: dict[str, str], uploaded: Optional[dict[str, str]] = None) -> None:
+    """Open (teacher) or join (student) a class. `lesson_titles`: the lessons every server has (bundled and
+    the teacher's folder); `uploaded`: this session's own uploads, which a class cannot follow (said here,
+    before a class is opened)."""
     st.header("Teach a class")
+    _, ttl, problem = settings()
     st.markdown("Open a class and give your students its code, link or QR code: their screens follow the lesson "
                 "step you show, within about a second, on their own laptops. They can detach to explore and "
                 "re-join; only your browser session can move the class. A class ends when you close it or "
-                f"after {store_ttl_hours():g} hours without a move.")
+                f"after {ttl / 3600:g} hours without a move.")
+    if problem:
+        st.warning(literal(problem), icon=":material/settings:")
     code = teaching()
     if code is None:
-        if not lesson_titles:
-            st.info("There is no lesson to teach yet.")
-            return
-        with st.container(horizontal=True, vertical_alignment="bottom"):
-            lesson_id = st.selectbox("Lesson", list(lesson_titles), format_func=lesson_titles.get,
-                                     key="lessons.class_lesson")
-            if st.button("Open a class", icon=":material/groups:", key="class_open"):
-                open_class(lesson_id)
+        _open_form(lesson_titles, uploaded or {})
+    else:
+        _class_card(code, lesson_titles)
+    _join_form()
+
+
+def _open_form(lesson_titles: dict[str, str], uploaded: dict[str, str]) -> None:
+    """The lesson to teach and the Open button; a line on uploaded lessons, which students would not have."""
+    if uploaded:
+        names = ", ".join(repr(t) for t in uploaded.values())
+        st.info(literal(f"A class can follow only the lessons listed here, which every student's browser has. Your "
+                        f"uploaded lesson ({names}) is in your session only: put its file in the server's lesson "
+                        "folder (GLASSBOX_LESSONS_DIR) to teach it to a class."), icon=":material/info:")
+    if not lesson_titles:
+        st.info("There is no lesson to teach yet.")
+        return
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        lesson_id = st.selectbox("Lesson", list(lesson_titles), format_func=lesson_titles.get,
+                                 key="lessons.class_lesson")
+        if st.button("Open a class", icon=":material/groups:", key="class_open"):
+            if open_class(lesson_id) is not None:
                 st.query_params.from_dict({"lesson": lesson_id, "step": "1"})
                 st.rerun()
-    else:
+
+
+def _class_card(code: str, lesson_titles: dict[str, str]) -> None:
+    """The open class: its code, link, QR code, where it is, and Close."""
+    held = st.session_state[TEACHER_KEY]
+    try:
         state = store().get(code)
-        if state is None:
-            st.session_state.pop(TEACHER_KEY, None)
-            st.warning(f"Class {code} has expired.")
-            return
-        link = join_link(code)
-        left, right = st.columns([2, 1])
-        with left:
-            st.markdown(f"### Class code: `{code}`")
-            st.markdown(f"Students open **{link}** (or type the code below). The class is at step {state.step} "
-                        f"of *{lesson_titles.get(state.lesson, state.lesson)}*.")
-            st.button("Close the class", icon=":material/close:", key="class_close", on_click=close_class)
-        with right:
-            st.image(qr_png(link), caption="Scan to join", width=220)
+        if state is None and _put_back(code, held[1], *held[2]):
+            state = store().get(code)
+    except K.StoreDown as exc:
+        store_down(exc, f"class {code} cannot be shown now")
+        return
+    if state is None:
+        st.session_state.pop(TEACHER_KEY, None)
+        st.warning(f"Class {code} has expired.")
+        return
+    link = join_link(code)
+    left, right = st.columns([2, 1])
+    with left:
+        st.markdown(f"### Class code: `{code}`")
+        st.markdown(f"Students open **{link}** (or type the code below). The class is at step {state.step} "
+                    f"of *{literal(lesson_titles.get(state.lesson, state.lesson))}*.")
+        st.button("Close the class", icon=":material/close:", key="class_close", on_click=close_class)
+    with right:
+        st.image(qr_png(link), caption="Scan to join", width=220)
+
+
+def _join_form() -> None:
+    """A student types the code; a wrong one counts against the limits (find_class)."""
     st.markdown("**Joining a class?** Type the code your teacher shows.")
     with st.form("class_join", border=False):
         typed = st.text_input("Class code", max_chars=12, key="lessons.join_code", placeholder="e.g. K7PX2M")
         if st.form_submit_button("Join", icon=":material/group_add:"):
             joined = K.normalise_code(typed)
-            if joined is None or store().get(joined) is None:
+            try:
+                state, refusal = find_class(joined) if joined else (None, None)
+            except K.StoreDown as exc:
+                store_down(exc, "no class can be joined now")
+                return
+            if refusal:
+                st.error(refusal, icon=":material/block:")
+            elif state is None:
                 st.error(f"{literal(repr(typed[:20]))} is not the code of an open class. Check it with your teacher.")
             else:
                 _set_following(joined, True)
@@ -192,4 +416,5 @@ def class_panel(lesson_titles: dict[str, str]) -> None:
 
 
 def store_ttl_hours() -> float:
-    return getattr(store(), "ttl", K.DEFAULT_TTL) / 3600
+    """How long an idle class lives, in hours (for text that states it)."""
+    return settings()[1] / 3600

@@ -1,0 +1,231 @@
+"""Issue 36, classes: what a third connection, a guesser, a careless setting or a Redis outage can do to a
+class, driven through the app (AppTest) as a teacher and students would meet it. The protocol's own
+"clear cache" message over a real websocket is tests/e2e/test_classroom_protocol.py."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+import pytest
+import streamlit as st
+
+from core import classroom as K
+from core import lessons as L
+from tests.app.conftest import app_at, assert_ok
+from tests.core.test_classroom import redis_or_skip
+from ui.shell import classroom, lessons_bar, lessons_catalog
+
+TEACHER = "glassbox.class.teacher"
+# The limits (read this way so that, on code from before them, the tests fail on what the app does)
+PER_SESSION = getattr(classroom, "JOIN_FAILS_PER_SESSION", 5)
+PER_SERVER = getattr(classroom, "JOIN_FAILS_PER_SERVER", 60)
+OPENS_PER_SESSION = getattr(classroom, "OPENS_PER_SESSION", 3)
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits(monkeypatch):
+    """Each test starts with the limits at zero (they are per process, like a server's)."""
+    if not hasattr(classroom, "JOINS"):
+        return  # code from before the limits: the tests below fail on what the app does, not here
+    monkeypatch.setattr(classroom, "JOINS", K.Throttle(classroom.JOIN_FAILS_PER_SESSION,
+                                                       classroom.JOIN_FAILS_PER_SERVER, classroom.JOIN_WINDOW))
+    monkeypatch.setattr(classroom, "REFUSALS_LOGGED", K.Throttle(1, 10, 60.0))
+    monkeypatch.setattr(classroom, "OPENS", K.Throttle(classroom.OPENS_PER_SESSION, classroom.OPENS_PER_SERVER,
+                                                       classroom.OPEN_WINDOW))
+
+
+@pytest.fixture
+def redis_server(monkeypatch):
+    """A real redis-server of this test's own (stop, pause, restart), configured for the app."""
+    server = redis_or_skip().start()
+    monkeypatch.setenv(classroom.REDIS_URL_ENV, server.url)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def bar_caption(at) -> str:
+    return next(c.value for c in at.caption if "step " in c.value and " of " in c.value)
+
+
+def open_class(lesson: str = "compact-primer"):
+    """A teacher's session with a class open on `lesson`; returns (AppTest, code)."""
+    teacher = app_at("pages/lessons.py")
+    teacher.selectbox(key="lessons.class_lesson").set_value(lesson).run()
+    teacher.button(key="class_open").click().run()
+    assert_ok(teacher)
+    return teacher, teacher.session_state[TEACHER][0]
+
+
+def join(at, typed: str):
+    """Type a code into the Lessons page's join form and press Join."""
+    at.text_input(key="lessons.join_code").input(typed)
+    next(b for b in at.button if b.label == "Join").click().run()
+    assert_ok(at)
+    return at
+
+
+def store_down_warnings(at) -> list[str]:
+    return [w.value for w in at.warning if "class store is not answering" in w.value]
+
+
+def test_a_class_survives_the_caches_being_cleared():
+    """Any connection may send the protocol's "clear cache", which empties st.cache_resource for the whole
+    process: it ended a running class for the teacher and every student. The store no longer lives there."""
+    teacher, code = open_class()
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    student = app_at(None, {"class": code})
+    assert_ok(student)
+    assert not [w for w in student.warning if "no class" in w.value]
+    assert "step 1 of 9" in bar_caption(student)
+    teacher.button(key="lesson_next").click().run()
+    assert "step 2 of 9" in bar_caption(teacher)
+    student.run()
+    assert "step 2 of 9" in bar_caption(student)  # the teacher still moves the same class
+
+
+def test_failed_joins_are_limited_per_session_logged_and_refused_without_a_lookup(monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="glassbox.classroom")
+    at = app_at("pages/lessons.py")
+    codes = (f"ZZZZZ{c}" for c in "ABCDEFGHJK")
+    for _ in range(PER_SESSION):
+        join(at, next(codes))
+        assert any("is not the code of an open class" in e.value for e in at.error)
+    assert sum("failed class join" in r.getMessage() for r in caplog.records) == PER_SESSION
+
+    looked_up = []
+    real = classroom.store
+
+    def counting_store():
+        s = real()
+        looked_up.append(1)
+        return s
+
+    monkeypatch.setattr(classroom, "store", counting_store)
+    _, code = open_class()  # a real class: even its code is refused now, with no lookup
+    looked_up.clear()
+    join(at, code)
+    assert any("Too many wrong class codes" in e.value for e in at.error) and not looked_up
+    assert any("class join refused" in r.getMessage() for r in caplog.records)
+    student = app_at(None, {"class": "ZZZZZM"})  # the link way in counts against the same session
+    assert any("Too many wrong class codes" in e.value for e in student.error)
+    assert "class_strip" not in str(student._tree)
+
+
+def test_failed_joins_are_limited_for_the_whole_server(monkeypatch):
+    """A guesser who opens a new connection per guess meets the server-wide limit."""
+    sessions = itertools.count()
+    monkeypatch.setattr(classroom, "session_key", lambda: f"guesser-{next(sessions)}", raising=False)
+    at = app_at("pages/lessons.py")
+    for i in range(PER_SERVER):
+        join(at, f"ZZZZ{K.CODE_ALPHABET[i // 32]}{K.CODE_ALPHABET[i % 32]}")
+    join(at, "ZZZZZZ")
+    assert any("Too many wrong class codes" in e.value for e in at.error)
+
+
+def test_one_session_opens_a_few_classes_at_most(caplog):
+    """Opening a class closes the one the session held; after OPENS_PER_SESSION opens in the window, no more."""
+    teacher, first = open_class()
+    teacher.switch_page("pages/lessons.py").run()
+    opened = [first]
+    for _ in range(OPENS_PER_SESSION - 1):
+        teacher.button(key="class_close").click().run()
+        teacher.button(key="class_open").click().run()
+        assert_ok(teacher)
+        opened.append(teacher.session_state[TEACHER][0])
+        teacher.switch_page("pages/lessons.py").run()
+    assert len(set(opened)) == OPENS_PER_SESSION
+    assert all(classroom.store().get(c) is None for c in opened[:-1])  # closed, not left open
+    teacher.button(key="class_close").click().run()
+    teacher.button(key="class_open").click().run()
+    assert_ok(teacher)
+    assert any("Too many classes were opened here" in e.value for e in teacher.error)
+    assert TEACHER not in teacher.session_state
+
+
+def test_an_uploaded_lesson_is_not_offered_to_a_class_and_the_page_says_why():
+    """A class on an uploaded lesson left its students on "There is no lesson called 'upload-...'": the
+    panel offers the server's lessons only, says so before opening, and a teacher who walks an uploaded
+    lesson does not move the class to it."""
+    lesson = lessons_catalog.parse_upload((L.LESSONS_DIR / "compact-primer.toml").read_bytes()
+                                          .replace(b'title = "The compact primer"', b'title = "My walk"', 1),
+                                          "mine.toml")
+    teacher = app_at("pages/lessons.py")
+    teacher.session_state[lessons_bar.UPLOADED_KEY] = {lesson.id: lesson}
+    teacher.run()
+    assert lesson.id not in teacher.selectbox(key="lessons.class_lesson").options
+    assert any("uploaded lesson" in i.value and "My walk" in i.value for i in teacher.info)
+    teacher.button(key="class_open").click().run()
+    code = teacher.session_state[TEACHER][0]
+    teacher.query_params.update({"lesson": lesson.id, "step": "2"})
+    teacher.run()
+    assert_ok(teacher)
+    assert any("cannot follow an uploaded lesson" in c.value for c in teacher.caption)
+    assert classroom.store().get(code).lesson != lesson.id
+
+
+def test_a_bad_class_lifetime_is_bounded_and_said(redis_server, monkeypatch):
+    """GLASSBOX_CLASS_TTL=99999999999999999999 made every Redis class fail to open."""
+    monkeypatch.setenv(classroom.TTL_ENV, "99999999999999999999")
+    teacher, code = open_class()
+    teacher.switch_page("pages/lessons.py").run()
+    assert_ok(teacher)
+    assert any("GLASSBOX" in w.value and "604800" in w.value for w in teacher.warning)
+    assert f"Class code: `{code}`" in " ".join(m.value for m in teacher.markdown)
+
+
+def test_redis_paused_stopped_and_restarted_shows_a_message_and_the_class_resumes(redis_server):
+    """Teacher and student in a class saw redis tracebacks while Redis was paused or down; now one sentence,
+    the page works, and the class resumes where it is when Redis answers (a restarted, empty Redis gets the
+    teacher's class back at the teacher's next step)."""
+    teacher, code = open_class()
+    student = app_at(None, {"class": code})
+    assert "step 1 of 9" in bar_caption(student)
+
+    redis_server.pause()
+    teacher.button(key="lesson_next").click().run()
+    assert_ok(teacher)
+    assert store_down_warnings(teacher) and "step 2 of 9" in bar_caption(teacher)
+    time.sleep(K.REDIS_REST)
+    student.run()
+    assert_ok(student)
+    assert store_down_warnings(student)
+
+    redis_server.resume()
+    time.sleep(K.REDIS_REST + 0.2)
+    teacher.run()  # what its store poll does in a browser once Redis answers
+    assert_ok(teacher)
+    assert not store_down_warnings(teacher)
+    student.run()
+    assert_ok(student)
+    assert not store_down_warnings(student) and "step 2 of 9" in bar_caption(student)
+
+    redis_server.stop()
+    teacher.button(key="lesson_next").click().run()
+    assert_ok(teacher)
+    assert store_down_warnings(teacher)
+    redis_server.start()  # empty: the class is gone until its teacher's next run puts it back
+    time.sleep(K.REDIS_REST + 0.2)
+    student.run()
+    assert_ok(student)
+    assert any("not there just now" in w.value for w in student.warning)
+    teacher.run()
+    assert_ok(teacher)
+    assert not store_down_warnings(teacher) and classroom.store().get(code).step == 3
+    student.run()
+    assert_ok(student)
+    assert "step 3 of 9" in bar_caption(student)
+
+    redis_server.stop()  # a restart the teacher did not see: the class comes back at the teacher's next step
+    redis_server.start()
+    time.sleep(K.REDIS_REST + 0.2)
+    teacher.button(key="lesson_next").click().run()
+    assert_ok(teacher)
+    assert classroom.store().get(code).step == 4 and not teacher.warning
+    student.run()
+    assert_ok(student)
+    assert "step 4 of 9" in bar_caption(student)
