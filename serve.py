@@ -13,7 +13,9 @@ It also sends Streamlit's frontend code gzip-compressed, each file compressed on
 (ui/server/compressed_static.py): a first visit downloads about a third of the bytes. GLASSBOX_COMPRESS_STATIC=0
 switches that off. And its page says where the server is (ui/server/page_address.py): Streamlit's frontend,
 opened at a page's link, would first ask the page's address for the server's health (two 404s per page opened;
-`streamlit run app.py` still makes them).
+`streamlit run app.py` still makes them). Every answer says how browsers may use it: nosniff, a same-origin
+referrer policy and frame-ancestors, GLASSBOX_FRAME_ANCESTORS or only the app's own pages (ui/server/security_headers.py).
+And a session's uploads stay within 64 MiB in all, refused before their bytes are read (ui/server/upload_budget.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from starlette.middleware import Middleware
 
 from ui.server.compressed_static import CompressedStatic
 from ui.server.page_address import ServerAddress
+from ui.server.security_headers import SecurityHeaders
+from ui.server.upload_budget import UploadBudget
 
 
 def warm_up() -> None:
@@ -46,4 +50,5 @@ async def lifespan(_app):
 
 compress = os.environ.get("GLASSBOX_COMPRESS_STATIC", "1") != "0"
 app = st.App("app.py", lifespan=lifespan,
-             middleware=[Middleware(ServerAddress)] + ([Middleware(CompressedStatic)] if compress else []))
+             middleware=[Middleware(SecurityHeaders), Middleware(UploadBudget), Middleware(ServerAddress)]
+             + ([Middleware(CompressedStatic)] if compress else []))

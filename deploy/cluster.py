@@ -36,7 +36,10 @@ MMAP_THRESHOLD = "1048576"  # ui.server.allocator.MMAP_THRESHOLD, from the first
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
 ROUTE_COOKIE = "glassbox_route"
+# Which server answered: the internal address nginx passed the request to (for tests and checks only: it tells
+# anyone who asks how the servers are laid out, so it is sent only with --upstream-header / upstream_header=True).
 UPSTREAM_HEADER = "X-Glassbox-Upstream"
+UPSTREAM_LINE = f"            add_header {UPSTREAM_HEADER} $upstream_addr always;  # which server answered (checks only)"
 
 
 def free_port() -> int:
@@ -46,11 +49,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def nginx_config(prefix: Path, listen: str, upstream_ports: list[int]) -> str:
-    """The template with its fields filled: scratch paths, the listen address, one server line per port."""
+def frame_ancestors() -> str:
+    """The sites that may frame the app, as the app servers read them (GLASSBOX_FRAME_ANCESTORS, else 'self')."""
+    if str(ROOT) not in sys.path:  # `python deploy/cluster.py` puts deploy/, not the project, on the path
+        sys.path.insert(0, str(ROOT))
+    from ui.server.security_headers import frame_ancestors as read
+
+    return read()
+
+
+def nginx_config(prefix: Path, listen: str, upstream_ports: list[int], upstream_header: bool = False) -> str:
+    """The template with its fields filled: scratch paths, the listen address, one server line per port, the
+    frame-ancestors policy, and the header naming the server that answered only when `upstream_header`."""
     servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in upstream_ports)
     text = TEMPLATE.read_text()
-    for name, value in (("prefix", str(prefix)), ("listen", listen), ("servers", servers)):
+    fields = (("prefix", str(prefix)), ("listen", listen), ("servers", servers), ("frame_ancestors", frame_ancestors()),
+              ("upstream_header", UPSTREAM_LINE if upstream_header else ""))
+    for name, value in fields:
         text = text.replace("{{" + name + "}}", value)
     if "{{" in text:
         raise ValueError("the nginx template has a field this script does not fill")
@@ -94,6 +109,7 @@ class Cluster:
     redis: Optional[subprocess.Popen] = None
     recycle_idle: bool = False  # a server idle with no tab connected is restarted afresh (ui/server/recycle.py)
     restarts: list[str] = field(default_factory=list)  # one line per server restarted, for the log and tests
+    upstream_header: bool = False  # every answer names the server's internal address (UPSTREAM_HEADER): checks only
 
     @property
     def marker(self) -> Path:
@@ -198,7 +214,8 @@ class Cluster:
         prefix = self.workdir / "nginx"
         prefix.mkdir(exist_ok=True)
         conf = prefix / "nginx.conf"
-        conf.write_text(nginx_config(prefix, f"{self.listen_host}:{self.port}", self.upstream_ports))
+        conf.write_text(nginx_config(prefix, f"{self.listen_host}:{self.port}", self.upstream_ports,
+                                     self.upstream_header))
         check = subprocess.run([nginx, "-t", "-q", "-p", str(prefix), "-c", str(conf)],
                                capture_output=True, text=True)
         if check.returncode != 0:
@@ -241,6 +258,9 @@ def main(argv=None) -> int:
                     help="keep classes in this Redis (redis://host:port/db), so a student on any server can join "
                          "a class a teacher opened on another (default: $GLASSBOX_REDIS_URL, else a private "
                          "redis-server started here when it is installed; 'none': each server keeps its own)")
+    ap.add_argument("--upstream-header", action="store_true",
+                    help=f"name the server that answered (its internal address) in {UPSTREAM_HEADER} on every "
+                         "answer, to check stickiness from outside; never for a real class")
     args = ap.parse_args(argv)
     if not 1 <= args.servers <= 64:
         ap.error("--servers must be between 1 and 64")
@@ -250,7 +270,8 @@ def main(argv=None) -> int:
               "server to join (lessons and everything else work as usual)", file=sys.stderr)
     url = args.redis if args.redis not in ("", "none") else ""
     cluster = Cluster(servers=args.servers, port=args.port, listen_host=args.listen, streamlit_args=args.server_arg,
-                      env={"GLASSBOX_REDIS_URL": url} if url else {}, local_redis=local, recycle_idle=args.recycle_idle)
+                      env={"GLASSBOX_REDIS_URL": url} if url else {}, local_redis=local, recycle_idle=args.recycle_idle,
+                      upstream_header=args.upstream_header)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # turns SIGTERM into the finally below
     try:
         cluster.start()

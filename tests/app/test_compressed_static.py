@@ -24,10 +24,19 @@ class FakeStatic:
     def __init__(self, body=JS, content_type=b"application/javascript", cache=IMMUTABLE, status=200, pathsend=False):
         self.body, self.content_type, self.cache, self.status, self.pathsend = body, content_type, cache, status, pathsend
         self.calls = 0
+        self.asked: list[bytes] = []  # the If-None-Match values it was sent
 
     async def __call__(self, scope, receive, send):
         self.calls += 1
         await asyncio.sleep(0)  # let concurrent requests interleave
+        asked = dict(scope.get("headers", [])).get(b"if-none-match")
+        if asked is not None:  # Starlette's StaticFiles.is_not_modified: its tag, strong or weak, in the list
+            self.asked.append(asked)
+            if asked.strip() == b"*" or b'"abc123"' in [tag.strip().removeprefix(b"W/") for tag in asked.split(b",")]:
+                await send({"type": "http.response.start", "status": 304,
+                            "headers": [(b"etag", b'"abc123"'), (b"cache-control", self.cache)]})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
         headers = [(b"content-type", self.content_type), (b"content-length", str(len(self.body)).encode()),
                    (b"etag", b'"abc123"'), (b"accept-ranges", b"bytes"), (b"cache-control", self.cache)]
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
@@ -172,7 +181,6 @@ def test_a_failed_compression_sends_the_file_as_streamlit_served_it(monkeypatch)
     request(accept_encoding="br, deflate"),
     request(accept_encoding="gzip;q=0, br"),
     request(accept_encoding="gzip", range="bytes=0-99"),
-    request(accept_encoding="gzip", if_none_match='"abc123"'),
     request(accept_encoding="gzip", method="HEAD"),
     request("/_stcore/health", accept_encoding="gzip"),
     request("/", accept_encoding="gzip"),
@@ -238,3 +246,63 @@ def test_under_a_base_url_path_the_files_under_it_are_compressed():
 ])
 def test_accept_encoding_is_read_with_its_weights(header, takes):
     assert cs.accepts_gzip([(b"accept-encoding", header.encode())]) is takes
+
+
+# Revalidations, as browsers send them: the validator they were given, weak or strong, sometimes in a list.
+HELD_GZIP = ['W/"gzip-abc123"', '"gzip-abc123"', 'w/"gzip-abc123"', '"other", W/"gzip-abc123"']
+HELD_PLAIN = ['"abc123"', 'W/"abc123"', '"other", "abc123"', "*"]
+
+
+@pytest.mark.parametrize("held", HELD_GZIP)
+@pytest.mark.parametrize("kept", [False, True], ids=["first-request", "kept-in-memory"])
+def test_a_browser_holding_the_compressed_file_is_answered_304_with_its_validator(held, kept):
+    """The compressed answer's own validator (W/"gzip-...") comes back on every return visit: a 304, never the
+    whole uncompressed file again, whether the file is kept here already or Streamlit is asked."""
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    if kept:
+        fetch(app, request(accept_encoding="gzip"))
+    status, headers, body, _ = fetch(app, request(accept_encoding="gzip, deflate, br", if_none_match=held))
+    assert status == 304 and body == b""
+    assert headers["etag"] == 'W/"gzip-abc123"' and headers["vary"] == "Accept-Encoding"
+    assert "immutable" in headers["cache-control"] and "content-encoding" not in headers
+    assert inner.calls == 1  # answered from memory when kept; when not, Streamlit compared its own tag
+    if not kept:
+        assert b'"abc123"' in inner.asked[0] and b"gzip-" not in inner.asked[0]
+
+
+@pytest.mark.parametrize("held", HELD_PLAIN)
+@pytest.mark.parametrize("kept", [False, True], ids=["first-request", "kept-in-memory"])
+def test_a_browser_holding_the_uncompressed_file_is_answered_304(held, kept):
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    if kept:
+        fetch(app, request(accept_encoding="gzip"))
+    status, headers, body, _ = fetch(app, request(accept_encoding="gzip", if_none_match=held))
+    assert status == 304 and body == b"" and headers["etag"] == '"abc123"'
+
+
+@pytest.mark.parametrize("accept", ["", "br"])
+def test_a_browser_that_no_longer_takes_gzip_is_still_answered_304_for_its_compressed_copy(accept):
+    app = cs.CompressedStatic(FakeStatic())
+    status, headers, body, _ = fetch(app, request(accept_encoding=accept, if_none_match='W/"gzip-abc123"'))
+    assert status == 304 and body == b"" and headers["etag"] == 'W/"gzip-abc123"'
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["first-request", "kept-in-memory"])
+def test_a_revalidation_of_another_version_gets_the_file_compressed(kept):
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    if kept:
+        fetch(app, request(accept_encoding="gzip"))
+    status, headers, body, _ = fetch(app, request(accept_encoding="gzip", if_none_match='W/"gzip-old999"'))
+    assert status == 200 and headers["content-encoding"] == "gzip" and gzip.decompress(body) == JS
+    assert headers["etag"] == 'W/"gzip-abc123"'
+
+
+def test_a_revalidation_outside_the_static_files_passes_as_it_was():
+    inner = FakeStatic()
+    app = cs.CompressedStatic(inner)
+    status, headers, body, _ = fetch(app, request("/_stcore/health", accept_encoding="gzip",
+                                                  if_none_match='W/"gzip-abc123"'))
+    assert status == 200 and body == JS and inner.asked == [b'W/"gzip-abc123"']

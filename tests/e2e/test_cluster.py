@@ -31,8 +31,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def cluster():
     """Two servers behind nginx; their classes in a private Redis the cluster starts itself (as
-    `python deploy/cluster.py` does) where redis-server is installed, as CI has it."""
-    with Cluster(servers=2, local_redis=shutil.which("redis-server") is not None) as c:
+    `python deploy/cluster.py` does) where redis-server is installed, as CI has it. Every answer names the server
+    that answered (UPSTREAM_HEADER, for checks only: a real cluster does not send it)."""
+    with Cluster(servers=2, local_redis=shutil.which("redis-server") is not None, upstream_header=True) as c:
         yield c
 
 
@@ -191,7 +192,7 @@ def test_an_idle_server_with_no_tab_is_started_afresh_while_the_balancer_keeps_s
     alone; the balancer serves pages throughout, and the fresh process, warmed up with no visit, holds less memory
     than the used one did after the same warm-up and a student's four pages."""
     env = {"GLASSBOX_TRIM_IDLE": "8", "GLASSBOX_TRIM_CHECK": "0.5"}  # quiet for 8 s instead of 130 s
-    with Cluster(servers=2, recycle_idle=True, env=env) as c:
+    with Cluster(servers=2, recycle_idle=True, env=env, upstream_header=True) as c:
         pids = [p.pid for p in c.procs]
         route = routes_to_each_server(c)
         upstream, cookie = sorted(route.items())[0]

@@ -8,7 +8,13 @@ the first time a path is asked for, and keeps the compressed bytes: every later 
 answered from memory. Only what Streamlit served itself is kept: a 200 answer for a path under /static/ with
 a content-hashed name (Streamlit marks those immutable), JavaScript, CSS, SVG or JSON; the path, not the
 query, is the key, and the whole store is capped (`MAX_BYTES`), so made-up URLs cannot grow it. Everything
-else (other paths, a browser that does not accept gzip, ranges, revalidations, HEAD) passes through as it was.
+else (other paths, a browser that does not accept gzip, ranges, HEAD) passes through as it was.
+
+Revalidations: a browser that kept the compressed file sends its validator back (`If-None-Match:
+W/"gzip-<tag>"`), which Streamlit's own handler does not know (its tag is `"<tag>"`): it answered 200 with the
+whole uncompressed file, so every return visit downloaded Plotly's 4.7 MB again. Such a tag is read as the
+file's own tag before Streamlit compares it, and a 304 goes back with the validator the browser holds; a kept
+file's revalidation is answered 304 from memory. A revalidation that does not match gets the file as above.
 """
 
 from __future__ import annotations
@@ -76,13 +82,82 @@ def static_prefix(base_url_path: str = "") -> str:
 
 
 def eligible_request(scope, prefix: str = PREFIX) -> bool:
-    """A plain GET for a file under `prefix` from a browser that takes gzip (not a range nor a revalidation)."""
+    """A GET for a file under `prefix` from a browser that takes gzip, not for a range (a revalidation may be)."""
     if scope.get("type") != "http" or scope.get("method") != "GET" or not scope.get("path", "").startswith(prefix):
         return False
     headers = scope.get("headers", [])
-    if any(_header(headers, name) is not None for name in (b"range", b"if-none-match", b"if-modified-since")):
+    if _header(headers, b"range") is not None:
         return False
     return accepts_gzip(headers)
+
+
+GZIP_TAG = b"gzip-"  # the compressed answer's validator is W/"gzip-<the file's own tag>" (see `compress`)
+
+
+def entity_tags(value: bytes) -> list[bytes]:
+    """The opaque tags of an If-None-Match value, weak or strong alike (`W/"x"` and `"x"` are both `x`)."""
+    tags = []
+    for item in value.split(b","):
+        item = item.strip()
+        if item.startswith((b"W/", b"w/")):
+            item = item[2:]
+        tags.append(item.strip().strip(b'"'))
+    return [tag for tag in tags if tag]
+
+
+def plain_tag(tag: bytes) -> bytes:
+    """The file's own tag behind a compressed answer's tag (`gzip-x` is `x`); any other tag as it is."""
+    return tag[len(GZIP_TAG):] if tag.startswith(GZIP_TAG) else tag
+
+
+def held_variants(scope) -> tuple[Any, set[bytes]]:
+    """The request with its compressed-answer tags read as the file's own, so that Streamlit can compare them,
+    and the file tags the browser holds compressed (empty, and the request as it was, when there are none)."""
+    headers = scope.get("headers", [])
+    value = _header(headers, b"if-none-match")
+    if value is None or value.strip() == b"*":
+        return scope, set()
+    tags = entity_tags(value)
+    gzipped = {plain_tag(tag) for tag in tags if tag.startswith(GZIP_TAG)}
+    if not gzipped:
+        return scope, set()
+    rewritten = b", ".join(b'"' + plain_tag(tag) + b'"' for tag in tags)
+    headers = [(k, v) for k, v in headers if k.lower() != b"if-none-match"] + [(b"if-none-match", rewritten)]
+    return {**scope, "headers": headers}, gzipped
+
+
+def gzip_etag(tag: bytes) -> bytes:
+    """The compressed answer's validator for a file whose own tag is `tag`: weak, its bytes differ."""
+    return b'W/"' + GZIP_TAG + tag + b'"'
+
+
+def not_modified_from(start: Message, gzipped: set[bytes]) -> Message:
+    """Streamlit's 304 for a browser that holds the compressed file: it names the validator that browser holds
+    (the plain tag would make it store the compressed body under the plain file's validator)."""
+    headers = start.get("headers", [])
+    etag = _header(headers, b"etag")
+    if start.get("status") != 304 or etag is None or not gzipped:
+        return start
+    tag = entity_tags(etag)[0] if entity_tags(etag) else b""
+    if tag not in gzipped:
+        return start
+    kept = [(k, v) for k, v in headers if k.lower() not in (b"etag", b"vary")]
+    return {**start, "headers": kept + [(b"etag", gzip_etag(tag)), (b"vary", b"Accept-Encoding")]}
+
+
+def matches(scope, answer: "Compressed") -> Optional[bool]:
+    """Whether the request's If-None-Match names the kept answer (True: a 304 will do), names only other
+    versions (False: send it), or is absent (None: Streamlit decides, e.g. on If-Modified-Since)."""
+    value = _header(scope.get("headers", []), b"if-none-match")
+    if value is None:
+        return None
+    if value.strip() == b"*":
+        return True
+    own = entity_tags(_header(answer.headers, b"etag") or b"")
+    return bool(own) and plain_tag(own[0]) in {plain_tag(tag) for tag in entity_tags(value)}
+
+
+NOT_MODIFIED_HEADERS = (b"etag", b"cache-control", b"vary", b"last-modified", b"expires", b"content-location", b"date")
 
 
 def compressible_response(start: Message, body: bytes) -> bool:
@@ -101,8 +176,8 @@ def compress(start: Message, body: bytes) -> Compressed:
     kept = [(k, v) for k, v in start.get("headers", [])
             if k.lower() not in (b"content-length", b"content-encoding", b"accept-ranges", b"etag", b"vary")]
     etag = _header(start.get("headers", []), b"etag")
-    if etag is not None:  # a weak validator of its own: the bytes differ from the uncompressed file's
-        kept.append((b"etag", b'W/"gzip-' + etag.strip(b'W/"') + b'"'))
+    if etag is not None and entity_tags(etag):  # a weak validator of its own: the bytes differ from the file's
+        kept.append((b"etag", gzip_etag(entity_tags(etag)[0])))
     kept += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding"), (b"content-length", str(len(data)).encode())]
     return Compressed(headers=kept, body=data)
 
@@ -128,8 +203,12 @@ class CompressedStatic:
         return self._bytes
 
     async def __call__(self, scope, receive, send: Send) -> None:
-        if not eligible_request(scope, self.prefix):
+        if scope.get("type") != "http" or not scope.get("path", "").startswith(self.prefix):
             await self.app(scope, receive, send)
+            return
+        scope, gzipped = held_variants(scope)  # W/"gzip-x" read as "x": Streamlit can answer 304 to it
+        if not eligible_request(scope, self.prefix):
+            await self.app(scope, receive, self._naming_held(send, gzipped))
             return
         path = scope["path"]
         with self._lock:
@@ -140,7 +219,11 @@ class CompressedStatic:
                 hit = await asyncio.shield(pending)
             except Exception:  # noqa: BLE001 - that compression failed: serve this request as below
                 hit = None
-        if hit is not None:
+        decided = None if hit is None else matches(scope, hit)
+        if decided is True:
+            await self._send_not_modified(send, hit, gzipped)
+            return
+        if hit is not None and (decided is False or _header(scope.get("headers", []), b"if-modified-since") is None):
             await self._send(send, hit)
             return
         messages: list[Message] = []
@@ -151,6 +234,8 @@ class CompressedStatic:
         await self.app(scope, receive, keep)  # Streamlit serves the file (its path checks, its headers)
         start, body = self._whole_response(messages)
         if start is None or not compressible_response(start, body):
+            if messages and messages[0].get("type") == "http.response.start":
+                messages[0] = not_modified_from(messages[0], gzipped)
             for message in messages:
                 await send(message)
             return
@@ -198,6 +283,31 @@ class CompressedStatic:
             if path not in self._store and self._bytes + len(answer.body) <= MAX_BYTES:
                 self._store[path] = answer
                 self._bytes += len(answer.body)
+
+    @staticmethod
+    def _naming_held(send: Send, gzipped: set[bytes]) -> Send:
+        """`send`, with a 304 for a browser holding the compressed file naming that file's validator."""
+        if not gzipped:
+            return send
+
+        async def forward(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                message = not_modified_from(message, gzipped)
+            await send(message)
+
+        return forward
+
+    @staticmethod
+    async def _send_not_modified(send: Send, answer: Compressed, gzipped: set[bytes]) -> None:
+        """304 for a kept file the browser already holds: the validator of the copy it holds (compressed or
+        not) and the caching headers, no body."""
+        headers = [(k, v) for k, v in answer.headers if k.lower() in NOT_MODIFIED_HEADERS and k.lower() != b"etag"]
+        own = entity_tags(_header(answer.headers, b"etag") or b"")
+        if own:
+            tag = plain_tag(own[0])
+            headers.append((b"etag", gzip_etag(tag) if tag in gzipped else b'"' + tag + b'"'))
+        await send({"type": "http.response.start", "status": 304, "headers": headers})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     @staticmethod
     async def _send(send: Send, answer: Compressed) -> None:
