@@ -13,7 +13,7 @@ from ui import under_apptest
 
 from ui.shell import activity, lessons_bar, offscreen, preload
 
-from ui.server import allocator, process, recycle, warmup
+from ui.server import allocator, measure_process, process, recycle, warmup
 from ui.shell.nav import FAVICON, sections
 
 process.set_up()  # one torch thread, a short switch interval, malloc settings (ui/server/process.py)
@@ -40,4 +40,7 @@ PAGES = {
 offscreen.skip_offscreen_blocks()  # long pages: the browser skips blocks out of sight (ui/shell/offscreen.py)
 if os.environ.get("GLASSBOX_PRELOAD", "1") != "0":
     preload.preload_element_code()  # chart, table and control code fetched while a student reads (ui/shell/preload.py)
-st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()
+try:
+    st.navigation({section: pages for section, pages in PAGES.items() if pages}).run()
+except measure_process.Refused as exc:  # a measurement outside a section (those say it in place: ui/shell/sections.py)
+    st.warning(str(exc), icon=":material/hourglass_empty:")

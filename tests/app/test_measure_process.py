@@ -140,19 +140,102 @@ def test_depth_stacks_and_tiny_decoders_go_through_the_worker(worker):
     assert set(trained) == {"causal", "full"} and all(len(v["losses"]) == 3 for v in trained.values())
 
 
+def nap(seconds: float, progress=None) -> int:
+    """A measurement that takes `seconds` in the worker; returns the worker's process id."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, list]:
+    """Run fn in a thread of its own (a session of its own, to the scheduler); its result or error lands in the list."""
+    out: list = []
+
+    def run():
+        try:
+            out.append(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out.append(exc)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def wait_until(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_a_queued_measurement_says_it_is_waiting(worker):
     """While another student's measurement holds the worker, the progress bar says so."""
-    seen, answer = [], []
-    MP._LOCK.acquire()  # as a measurement in another session would
-    try:
-        caller = threading.Thread(target=lambda: answer.append(MP.measure(where, progress=lambda f, t: seen.append(t))))
-        caller.start()
-        for _ in range(200):
-            if seen:
-                break
-            time.sleep(0.01)
-        assert seen == [MP.WAITING] and not answer  # told, and still queued
-    finally:
-        MP._LOCK.release()
+    seen = []
+    holder, _ = in_thread(MP.measure, nap, 1.5)
+    wait_until(lambda: MP._TURNS._running is not None)
+    caller, answer = in_thread(MP.measure, where, progress=lambda f, t: seen.append(t))
+    wait_until(lambda: bool(seen))
+    assert seen[0] == MP.WAITING and not answer  # told, and still queued
     caller.join(timeout=60)
-    assert answer and answer[0] != os.getpid() and seen == [MP.WAITING, "half", "done"]
+    holder.join(timeout=60)
+    assert answer and answer[0] != os.getpid() and seen[-2:] == ["half", "done"]
+
+
+def test_a_student_who_rarely_measures_goes_before_three_who_flood(worker):
+    """Three sessions measuring back to back; a fourth that has not measured lately is served as soon as the
+    measurement running when it asked is done, not after the others' queued ones."""
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            MP.measure(nap, 0.2)
+    flooders = [in_thread(flood) for _ in range(3)]
+    try:
+        wait_until(lambda: len(MP._TURNS.served) >= 6)  # every flooder has used the worker
+        asked_at = len(MP._TURNS.served)
+        victim, answer = in_thread(MP.measure, nap, 0.2)
+        victim.join(timeout=60)
+        assert answer and isinstance(answer[0], int)
+        served = MP._TURNS.served
+        mine = len(served) - 1 - served[::-1].index(f"thread-{victim.ident}")
+        assert mine - asked_at <= 1, f"{mine - asked_at} flooders' measurements went first"
+    finally:
+        stop.set()
+        for thread, out in flooders:
+            thread.join(timeout=60)
+            assert not [o for o in out if isinstance(o, BaseException)]
+
+
+def test_one_session_has_one_measurement_at_a_time(worker, monkeypatch):
+    monkeypatch.setattr(MP, "session_id", lambda: "the same student")
+    first, _ = in_thread(MP.measure, nap, 1.0)
+    wait_until(lambda: MP._TURNS._running == "the same student")
+    with pytest.raises(MP.Refused, match="already measuring"):
+        MP.measure(where)
+    first.join(timeout=60)
+    assert MP.measure(where) != os.getpid()  # after it, the next one runs
+
+
+def test_the_queue_is_bounded_and_a_long_wait_ends_with_a_message(worker, monkeypatch):
+    monkeypatch.setattr(MP, "QUEUE_LIMIT", 1)
+    monkeypatch.setattr(MP, "WAIT_LIMIT", 0.6)
+    holder, _ = in_thread(MP.measure, nap, 3.0)
+    wait_until(lambda: MP._TURNS._running is not None)
+    waiter, waited = in_thread(MP.measure, where)
+    wait_until(lambda: len(MP._TURNS._waiting) == 1)
+    with pytest.raises(MP.Refused, match="not queued"):
+        MP.measure(where)  # the queue holds one: this is refused at once
+    waiter.join(timeout=60)
+    assert isinstance(waited[0], MP.Refused) and "given up" in str(waited[0])
+    assert not MP._TURNS._waiting  # it left the queue
+    holder.join(timeout=60)
+
+
+def test_a_measurement_past_the_run_limit_is_stopped_with_a_message(worker, monkeypatch):
+    MP.measure(where)  # the worker is up (its start, torch's import, is not the measurement's time)
+    limit = MP.RUN_LIMIT
+    monkeypatch.setattr(MP, "RUN_LIMIT", 0.5)
+    with pytest.raises(MP.Refused, match="stopped"):
+        MP.measure(nap, 30.0)
+    assert not MP.running()
+    monkeypatch.setattr(MP, "RUN_LIMIT", limit)
+    assert MP.measure(where) != os.getpid()  # a fresh worker serves the next one

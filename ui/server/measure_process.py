@@ -9,10 +9,18 @@ wait. The same holds for building the Depth page's random stacks and training th
 page's tiny decoders. Here such work runs in one worker process (`python -m ui.server.measure_process`,
 started on first use; starting it and importing torch took 1.2 s here) with its own interpreter lock. Requests
 and answers are pickles over the worker's stdin and stdout: the server starts the worker itself and
-reads only what its own child writes. Measurements queue one at a time, which also keeps them from
+reads only what its own child writes. Measurements run one at a time, which also keeps them from
 timing each other; progress comes back to the session that asked. When the worker cannot start or
 dies, the measurement runs in the server as before, and the log says why. When the class has left,
 `stop()` ends it.
+
+Taking turns (`_Turns`): three visitors cycling uncached settings once made another student's measurement
+wait 25-32 s instead of 1-5.6 s, behind one lock with no order. Now the waiting measurement whose session
+had its last turn longest ago goes next, so a student who rarely measures waits for at most the one
+measurement running; each session has at most one measurement waiting or running;
+at most QUEUE_LIMIT wait at once; a wait longer than WAIT_LIMIT or a run longer than RUN_LIMIT ends with a
+message (`Refused`), which the page shows instead of a figure. Cached results never reach this queue (the
+memos in ui/<page>/runs.py answer them first).
 
 (Not multiprocessing: inside a Streamlit script run, sys.modules["__main__"] is the page script,
 and a spawned child would run app.py again, warm-up and all.)
@@ -20,12 +28,15 @@ and a spawned child would run app.py again, warm-up and all.)
 
 from __future__ import annotations
 
+import collections
 import importlib
+import itertools
 import os
 import pickle
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -34,6 +45,98 @@ Progress = Optional[Callable[[float, str], None]]
 _LOCK = threading.Lock()  # one measurement at a time through the one worker
 WAITING = "waiting for another student's measurement to finish"
 _WORKER: list[subprocess.Popen] = []
+
+QUEUE_LIMIT = 12  # measurements waiting at once; one more is refused at once
+WAIT_LIMIT = 90.0  # seconds a measurement may wait for its turn
+RUN_LIMIT = 180.0  # seconds a measurement may run in the worker before the worker is stopped
+USAGE_WINDOW = 120.0  # a session whose last turn began longer ago than this counts as never served
+REPORT_EVERY = 1.0  # seconds between "waiting" reports (a stopped run notices at the next one and leaves)
+
+
+class Refused(RuntimeError):
+    """A measurement that was not made; its message, for the page to show, says why and what to do."""
+
+
+BUSY = ("The server is measuring for {n} students right now; this measurement was not queued. Try again in "
+        "a minute (results others already measured show at once).")
+TOO_LONG_WAIT = ("This measurement waited {s:.0f} s for its turn on the server and was given up. Try again in a "
+                 "minute (results others already measured show at once).")
+TOO_LONG_RUN = "This measurement ran longer than {s:g} s and was stopped; a smaller setting measures faster."
+ONE_AT_A_TIME = "This page is already measuring something for you; this one starts when you ask again after it."
+
+
+def session_id() -> str:
+    """Who is asking: the Streamlit session running this thread, or the thread itself outside one."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+    except Exception:  # noqa: BLE001 - no Streamlit runtime here
+        ctx = None
+    return f"session-{ctx.session_id}" if ctx is not None else f"thread-{threading.get_ident()}"
+
+
+class _Turns:
+    """Whose measurement uses the worker next: of those waiting, the session whose last turn began longest
+    ago (or that had none in the last USAGE_WINDOW seconds; ties: who came first). A student who measures
+    now and then is served as soon as the measurement running is done, however often the others ask and
+    however long their measurements are. Thread-safe; every session runs in its own thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._cond = threading.Condition()
+        self._running: Optional[str] = None  # the session whose measurement holds the worker
+        self._waiting: dict[int, tuple[str, float]] = {}  # ticket -> (session, arrival)
+        self._last_turn: dict[str, float] = {}  # session -> when its last turn began
+        self._tickets = itertools.count()
+        self.served: list[str] = []  # sessions in the order they got the worker (the last 64), for tests
+
+    def _next(self, now: float) -> Optional[int]:
+        if not self._waiting:
+            return None
+        for session in [s for s, t in self._last_turn.items() if t <= now - USAGE_WINDOW]:
+            del self._last_turn[session]  # long ago counts as never: the table does not grow
+        never = float("-inf")
+        return min(self._waiting, key=lambda t: (self._last_turn.get(self._waiting[t][0], never),
+                                                 self._waiting[t][1], t))
+
+    def take(self, session: str, progress: Progress) -> None:
+        """Wait for this session's turn (reporting WAITING to `progress` while it waits); raises Refused."""
+        with self._cond:
+            if self._running == session or any(s == session for s, _ in self._waiting.values()):
+                raise Refused(ONE_AT_A_TIME)
+            if len(self._waiting) >= QUEUE_LIMIT:
+                raise Refused(BUSY.format(n=len(self._waiting) + 1))
+            ticket, arrived = next(self._tickets), self.clock()
+            self._waiting[ticket] = (session, arrived)
+        try:
+            while True:
+                with self._cond:
+                    now = self.clock()
+                    if self._running is None and self._next(now) == ticket:
+                        del self._waiting[ticket]
+                        self._running, self._last_turn[session] = session, now
+                        self.served = (self.served + [session])[-64:]
+                        return
+                    if now - arrived >= WAIT_LIMIT:
+                        raise Refused(TOO_LONG_WAIT.format(s=now - arrived))
+                    self._cond.wait(min(REPORT_EVERY, WAIT_LIMIT - (now - arrived)))
+                if progress is not None and self._running is not None:
+                    progress(0.0, WAITING)  # outside the lock: a stopped run raises here, and leaves the queue
+        except BaseException:
+            with self._cond:
+                self._waiting.pop(ticket, None)
+                self._cond.notify_all()
+            raise
+
+    def give_back(self) -> None:
+        """The worker is free again: the next turn begins."""
+        with self._cond:
+            self._running = None
+            self._cond.notify_all()
+
+
+_TURNS = _Turns()
 
 
 def enabled() -> bool:
@@ -67,34 +170,42 @@ def measure(fn: Callable, *args, progress: Progress = None, **kwargs) -> Any:
     In-process when switched off or when the worker fails; an exception fn raises comes back as raised."""
     if not enabled():
         return _call(fn, args, kwargs, progress)
-    if not _LOCK.acquire(blocking=False):  # another student's measurement is running: say so, then queue
-        if progress is not None:
-            progress(0.0, WAITING)
-        _LOCK.acquire()
+    session = session_id()
+    _TURNS.take(session, progress)  # raises Refused (busy, waited too long, this session already measuring)
+    started, timer = time.monotonic(), None
     try:
-        try:
-            worker = _worker()
-            pickle.dump(((fn.__module__, fn.__qualname__), args, kwargs, progress is not None), worker.stdin)
-            worker.stdin.flush()
-            kind, *payload = pickle.load(worker.stdout)
-            while kind == "progress":
-                if progress is not None:
-                    progress(*payload)
+        with _LOCK:  # held by the turn's owner only; stop() takes it too
+            try:
+                worker = _worker()
+                timer = threading.Timer(RUN_LIMIT, worker.kill)  # a run past the limit: the worker dies
+                timer.daemon = True
+                timer.start()
+                pickle.dump(((fn.__module__, fn.__qualname__), args, kwargs, progress is not None), worker.stdin)
+                worker.stdin.flush()
                 kind, *payload = pickle.load(worker.stdout)
-        except (EOFError, OSError, pickle.UnpicklingError) as exc:  # the worker did not start, or died
-            _log().warning("measurement worker failed (%r); measuring in the server instead", exc)
-            _stop_locked()
-            kind = None
-        except BaseException:  # `progress` raised (Streamlit stops a run that way when a rerun is asked for):
-            _stop_locked(kill=True)  # the worker would still answer this request, so the next would read it
-            raise
+                while kind == "progress":
+                    if progress is not None:
+                        progress(*payload)
+                    kind, *payload = pickle.load(worker.stdout)
+            except (EOFError, OSError, pickle.UnpicklingError) as exc:  # the worker did not start, or died
+                _stop_locked()
+                if time.monotonic() - started >= RUN_LIMIT:
+                    raise Refused(TOO_LONG_RUN.format(s=RUN_LIMIT)) from None
+                _log().warning("measurement worker failed (%r); measuring in the server instead", exc)
+                kind = None
+            except BaseException:  # `progress` raised (Streamlit stops a run that way when a rerun is asked for):
+                _stop_locked(kill=True)  # the worker would still answer this request, so the next would read it
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if kind is None:  # measured in the server, still in this session's turn
+                return _call(fn, args, kwargs, progress)
     finally:
-        _LOCK.release()
+        _TURNS.give_back()
     if kind == "error":
         raise payload[0]
-    if kind == "result":
-        return payload[0]
-    return _call(fn, args, kwargs, progress)
+    return payload[0]
 
 
 def _call(fn: Callable, args: tuple, kwargs: dict, progress: Progress) -> Any:

@@ -28,12 +28,13 @@ thread sees the same declarations.
 
 from __future__ import annotations
 
-from functools import partial
+from functools import partial, wraps
 from typing import Any, Callable, Optional, Sequence
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from ui.server import measure_process
 from ui.shell import activity, offscreen, query
 
 _PAGES: dict[str, "Sections"] = {}  # page name -> its sections, filled at import time
@@ -64,7 +65,7 @@ class Sections:
         self._keys.add(key)
         for control in reads:
             self._readers.setdefault(control, []).append((key, view))
-        return st.fragment(key=key)
+        return lambda fn: st.fragment(key=key)(refusals_said(fn))
 
     def read(self, control: str) -> bool:
         """Whether any section of the page reads `control`."""
@@ -91,6 +92,19 @@ class Sections:
         sight block by block (ui.shell.offscreen), and on a page with views the empty section is drawn at its
         end, so that every full run has it."""
         return _Group(self, name or self.page)
+
+
+def refusals_said(fn: Callable) -> Callable:
+    """`fn`, but a measurement the server would not make now (measure_process.Refused: busy, waited too long)
+    is said in the section's place, and the rest of the page draws as usual."""
+    @wraps(fn)
+    def section(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except measure_process.Refused as exc:
+            st.warning(str(exc), icon=":material/hourglass_empty:")
+            return None
+    return section
 
 
 def _empty() -> None:
