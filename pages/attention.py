@@ -21,7 +21,10 @@ header(
     "keys that may not be seen, softmax turns the scores into weights that are positive and add up to 1, and "
     "the token receives the weighted average of the values. A **head** is one such set of queries, keys and "
     "values; each layer runs several heads side by side, each free to look for something different.",
-    r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
-    r"\qquad M_{ij}=\begin{cases}0 & \text{query } i \text{ may see key } j\\ -\infty & \text{otherwise}\end{cases}",
+    # two lines (gathered): on one line the mask's cases ran past a 1024-wide screen's column
+    r"\begin{gathered}\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
+    r"\\ M_{ij}=\begin{cases}0 & \text{query } i \text{ may see key } j\\ -\infty & \text{otherwise}\end{cases}"
+    r"\end{gathered}",
+    lead="A **query** is scored against every **key**; softmax weights then average the **values**.",
 )
 V.body(sel)  # the bar's controls rerun only the parts of the shown view that read them

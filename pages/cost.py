@@ -14,7 +14,7 @@ from ui.shell.sidebar import shared_sidebar
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title
 header(
-    "Cost: what attention costs",
+    "Cost of attention",
     "Transformers replaced recurrent networks for three reasons that can be measured. A self-attention layer "
     "does n²·d work against the recurrent layer's n·d², so it is cheaper while the input is shorter than the "
     "width. It does all of that work in one step, where a recurrence needs n steps in a row. And any two "
@@ -22,8 +22,9 @@ header(
     "matrix of scores: memory that grows with the square of the input, unless attention is computed in chunks "
     "that never hold it whole. Every curve below is measured, on this server or on the machine that built "
     "this copy of the app (each caption says which).",
-    r"\underbrace{O(n^2 d)}_{\text{attention}} \text{ vs } \underbrace{O(n d^2)}_{\text{RNN}} \qquad "
-    r"\text{steps: } O(1) \text{ vs } O(n) \qquad \text{path: } O(1) \text{ vs } O(n)",
+    r"\begin{gathered}\underbrace{O(n^2 d)}_{\text{attention}} \text{ vs } \underbrace{O(n d^2)}_{\text{RNN}} \\ "
+    r"\text{steps: } O(1) \text{ vs } O(n) \qquad \text{path: } O(1) \text{ vs } O(n)\end{gathered}",  # two lines: fits 1024
+    lead='Attention does n²·d work in one parallel step; a recurrent network does n·d² work in n steps. Below: both timed on this machine, and where the curves cross.',
 )
 setting = V.controls(sel)  # each control reruns only the measured parts that read it (keyed fragments)
 V.time_panel(setting)

@@ -15,7 +15,7 @@ from ui.shell.sidebar import shared_sidebar
 sel = shared_sidebar()
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title
 header(
-    "Depth: the residual stream",
+    "Depth: residual stream",
     "A Transformer's blocks do not hand the data from one to the next. Each block *reads* a shared "
     "vector per token, the **residual stream**, computes something, and *adds* its result back. "
     "The stream is the running sum of everything written into it, and the chain of additions is also "
@@ -24,6 +24,7 @@ header(
     "ask why the identity path and the place of LayerNorm decide whether a 48-layer stack can learn at all.",
     r"x_{l+1} = x_l + F_l\big(\mathrm{LN}(x_l)\big) \qquad\Longrightarrow\qquad "
     r"\frac{\partial x_{l+1}}{\partial x_l} = I + \frac{\partial F_l}{\partial x_l}",
+    lead='Each block reads the **residual stream**, computes, and adds its result back; the same chain of additions carries the gradient down. Below: how big the stream grows, layer by layer.',
 )
 V.focus_sections(sel)  # sections 1-2: the stack, position and objective rerun only the figures that read them
 V.experiment_sections()  # sections 3-4: the experiment's controls rerun only the figures that read them

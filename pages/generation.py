@@ -21,6 +21,7 @@ header(
     "attention, steps through greedy decoding with and without a key-value cache, and shows two ways a model "
     "can cheat by seeing the answer it is meant to predict.",
     r"p(y_1,\dots,y_n \mid x)=\prod_{t=1}^{n} p\big(y_t \mid y_{<t},\, x\big)",
+    lead="An encoder reads the whole input at once; a decoder writes one token at a time; an encoder-decoder does both. Below: the three families' layers side by side.",
 )
 V.anatomy_panel(sel)
 V.shapes_panel(sel)

@@ -25,9 +25,10 @@ header(
     "check whether heads repeat each other, and remove heads to see what breaks.",
     r"\mathrm{MultiHead}(X) = \sum_{h=1}^{H} \operatorname{softmax}\!\Big(\tfrac{X W_Q^h (X W_K^h)^{\top}}"
     r"{\sqrt{d_{\text{head}}}} + M\Big)\, X W_V^h\, W_O^h",
+    lead="Each **head** compares and copies tokens in its own small subspace.",
 )
+V.body(sel)  # kind, layer and head rerun only the parts of the open tab that read them
+# Under the tabs rather than above them, so the open tab's first figure starts on the first screen.
 st.caption(f"This model: {cfg.n_layers} layers × {cfg.n_heads} heads, d_model = {cfg.d_model}, d_head = {cfg.d_head}. "
            f"Inputs are capped at {MAX_INPUT_TOKENS} tokens (in the sidebar); the role, redundancy and ablation "
            f"numbers use their own batches, named in each tab.")
-
-V.body(sel)  # kind, layer and head rerun only the parts of the open tab that read them

@@ -20,6 +20,7 @@ header(
     "the idea and its equation, then live figures, then *try this* suggestions. Everything you set is kept "
     "in the address bar, so copying the URL shares exactly the view you are looking at.",
     r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)V",
+    lead='A small Transformer, trained here on toy tasks, that you can open up and poke. Pick a model and an input in the sidebar, then a page below: everything you set stays in the address bar.',
 )
 V.current_model(sel)
 V.page_map()

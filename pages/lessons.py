@@ -19,6 +19,7 @@ header(
     "you like on the way; *reset this step* brings the view back. Teachers can load their own lesson files, "
     "present a lesson full-screen, and open a class that follows their screen.",
     r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\Big(\frac{QK^\top}{\sqrt{d_k}}\Big)V",
+    lead='Guided walks through the pages, one per chapter: each step opens a live view, says what to look at, and asks a question measured on the model itself.',
 )
 V.lesson_list()
 V.teacher_panel()

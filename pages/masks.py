@@ -19,6 +19,7 @@ header(
     "and the same trained model reads its input differently. Read the mask as a graph and its connectivity tells "
     "you how far information can travel, and how fast, through a stack of layers.",
     r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\Big(\frac{QK^\top}{\sqrt{d}} + M\Big)V",
+    lead="A mask decides which keys each query may read; a forbidden key gets exactly zero weight. Below: this model's mask, ready to edit.",
 )
 if V.mask_panel(sel):  # section 1; False for an input too long to draw every pair of
     V.model_sections(sel)  # sections 2-4: the pickers and the editor rerun only the parts that read them

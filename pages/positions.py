@@ -22,7 +22,9 @@ header(
     "position, and **RoPE** turns queries and keys by an angle that grows with position. Below you can see "
     "each scheme, check the algebra that makes them work, and swap schemes on trained models to watch "
     "what breaks.",
-    r"x_p = E[t_p] + PE_p \qquad\qquad \mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\ \text{ when no position enters}",
+    r"\begin{gathered} x_p = E[t_p] + PE_p \\ "
+    r"\mathrm{Attn}(\Pi X) = \Pi\,\mathrm{Attn}(X)\ \text{ when no position enters} \end{gathered}",
+    lead='Attention alone cannot tell word order: *dog bites man* looks like *man bites dog*. Below: the positional scheme that breaks the tie, as this model sees it.',
 )
 V.encoding_sections(sel)  # sections 1-4: the encodings' and RoPE's controls rerun only the figures that read them
 V.order_panel(sel)

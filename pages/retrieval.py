@@ -20,6 +20,7 @@ header(
     "exact one as the scores grow. Below you can check both readings on small examples, see on trained models "
     "why keys and values should be different things, and hijack a model's attention with one oversized key.",
     r"\operatorname{out}(q) = \sum_j \frac{\exp(q\cdot k_j)}{\sum_i \exp(q\cdot k_i)}\, v_j",
+    lead='Attention looks things up: a query scores every key, and the answer is the weighted mix of the values. Below: that lookup as a kernel smoother, live.',
 )
 V.kernel_panel()
 V.lookup_panel()

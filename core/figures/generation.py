@@ -54,6 +54,7 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]], 
     in the accent colour, in the current model's columns only (other families share hook names)."""
     fig = go.Figure()
     shapes, notes = [], []
+    named: list[str] = []  # the sublayers drawn, in order: the key under the diagram names their colours
     longest = max((len(hooks) for _, hooks, _ in columns), default=1)
     for c, (heading, hooks, mine) in enumerate(columns):
         x0 = c * 3.0
@@ -71,8 +72,8 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]], 
             shapes.append(dict(type="rect", x0=x0 - 0.1, x1=x0 + 2.5, y0=-last - 0.45, y1=-first + 0.45,
                                fillcolor=BOX_FILL.get(sub, "#FFFFFF"), line=dict(color="#999999", width=1),
                                layer="below"))
-            notes.append(dict(x=x0 + 2.45, y=-first + 0.25, text=sub, showarrow=False, xanchor="right",
-                              font=dict(size=10, color="#555555")))
+            if sub not in named:
+                named.append(sub)
         block_rows = [r for r, (name, _, _) in enumerate(hooks) if ".blocks." in f".{name}"]
         if block_rows:
             shapes.append(dict(type="rect", x0=x0 - 0.2, x1=x0 + 2.6, y0=-max(block_rows) - 0.55,
@@ -86,8 +87,16 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]], 
             textposition="middle right", textfont=dict(size=10), marker=dict(color=colours, size=sizes),
             customdata=[[n, axes] for n, _, axes in hooks], showlegend=False,
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>"))
+    # A colour key, not a name inside each box: in a column narrower than a hook's name the two overlapped
+    # (at 1024 px beside the sidebar). Added after the columns, so a clicked dot's curve is still its column.
+    for sub in named:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=sub, hoverinfo="skip",
+                                 marker=dict(symbol="square", size=13, color=BOX_FILL.get(sub, "#FFFFFF"),
+                                             line=dict(color="#999999", width=1))))
     fig.update_layout(
-        title=_title(title), height=max(420, 120 + 19 * longest), font=FONT, shapes=shapes, annotations=notes,
+        title=_title(title), height=max(420, 150 + 19 * longest), font=FONT, shapes=shapes, annotations=notes,
+        legend=dict(orientation="h", yanchor="top", y=-0.01, x=0, title=dict(text="sublayer: "), itemclick=False,
+                    itemdoubleclick=False),
         margin=dict(l=10, r=10, t=60 if title else 30, b=10), plot_bgcolor="white",
         xaxis=dict(visible=False, range=[-0.4, 3.0 * len(columns) - 0.3]),
         yaxis=dict(visible=False, range=[-longest - 0.2, 2.1]))

@@ -63,9 +63,9 @@ def estimate_figure(x: np.ndarray, y: np.ndarray, grid: np.ndarray, attention: n
     fig.add_trace(go.Scatter(x=grid, y=attention, mode="lines", name="attention Σ softmax(q·k_j) y_j",
                              line=dict(color=BLUE, width=4)))
     fig.add_trace(go.Scatter(x=grid, y=nadaraya_watson, mode="lines",
-                             name="Nadaraya-Watson, Gaussian in key space (σ² = 1/|q|)",
+                             name="Nadaraya-Watson, Gaussian<br>in key space (σ² = 1/|q|)",
                              line=dict(color=ORANGE, width=2, dash="dash")))
-    fig.add_trace(go.Scatter(x=grid, y=nw_in_x, mode="lines", name="Nadaraya-Watson, Gaussian in x (h = 1/(π√|q|))",
+    fig.add_trace(go.Scatter(x=grid, y=nw_in_x, mode="lines", name="Nadaraya-Watson, Gaussian<br>in x (h = 1/(π√|q|))",
                              line=dict(color=GREEN, width=1.5, dash="dot")))
     fig.add_vline(x=query_x, line=dict(color=VERMILLION, dash="dash"))
     fig.update_xaxes(title="x (query position)", range=[0, 1])

@@ -205,7 +205,8 @@ def test_decoder_self_attention_is_masked():
     assert_ok(at)
     z = decode_array(plotly_specs(at)[0]["data"][0]["z"])
     assert np.all(np.triu(z, k=1) == 0)  # no query sees a later key
-    assert any("one kind" in str(i.value) for i in at.info)
+    # the note under the controls' row (a caption, so the figure stays on the first screen) names the one kind
+    assert any("one kind" in str(c.value) and "Masked self-attention" in str(c.value) for c in at.caption)
 
 
 def test_encoder_self_attention_sees_both_ways():

@@ -288,7 +288,7 @@ def test_tau_moves_the_count_between_dense_and_sharp_links():
     # The two path-length claims side by side: dense soft links (one layer) vs sharp heads (the logarithm).
     at = open_depth(model=PRE)  # n = 64, H = 4, tau = 0.1
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["dense soft attention"] == "1 layer" and metrics["sharp heads (one edge each)"] == "3 layers"
+    assert metrics["dense soft"] == "1 layer" and metrics["sharp heads"] == "3 layers"
     assert metrics["links ≥ τ = 0.1"] == "2 layers"
     star = trace(at, LINKS, "your τ")
     assert values(star, "x")[0] == pytest.approx(0.1) and values(star)[0] == 2

@@ -12,6 +12,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core import masks as M
+from core.figures import masks as F
 from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
 from tests.app.fragments import click
 from ui.shell.text import is_literal, plain
@@ -150,6 +151,22 @@ def test_a_formula_in_a_chart_title_is_not_read_as_html():
     assert "<i>" not in title and "0&lt;i&gt;j" in title
 
 
+def test_a_formula_error_title_is_wrapped_to_fit_the_grid():
+    """The title of the grid that stands in for a broken formula is long; in one line it ran past the chart's
+    right edge, cut, even at 1440 px. Wrapped, every line fits the grid beside the sidebar at 1024 px, the
+    figure's top margin grows by the extra lines, and nothing of the text is lost."""
+    at = open_masks(model=ENCODER, input=INPUT, preset="formula", formula="__import__('os')")
+    assert_ok(at)
+    assert any("This formula cannot be used" in str(e.value) for e in at.error)
+    spec = chart(at, "your mask (every layer)")
+    lines = spec["layout"]["title"]["text"].split("<br>")
+    assert len(lines) > 1 and all(len(line) <= 38 for line in lines)
+    assert " ".join(lines) == "your mask (every layer): the formula has an error, so the model's own full mask is used"
+    tokens = INPUT.split()
+    one_line = F.mask_grid(np.ones((N, N), dtype=bool), tokens, tokens, title="one line").layout.margin.t
+    assert spec["layout"]["margin"]["t"] >= one_line + 18 * (len(lines) - 1)  # room for each extra title line
+
+
 def test_cell_edit_changes_the_pattern_and_the_prediction():
     # Without the rule a digit's output cannot depend on it, and the model is right under both rules
     # with its own mask: so hiding the rule must change a prediction for at least one of the two.
@@ -163,7 +180,8 @@ def test_cell_edit_changes_the_pattern_and_the_prediction():
         assert_ok(at)
         mask = z(at, "your mask (every layer)")
         assert mask[:-1, -1].sum() == 0 and mask[-1, -1] == 1 and mask[:, :-1].all()
-        assert f"{N - 1} cell(s) edited by hand" in chart(at, "your mask (every layer)")["layout"]["title"]["text"]
+        title = chart(at, "your mask (every layer)")["layout"]["title"]["text"].replace("<br>", " ")  # wrapped
+        assert f"{N - 1} cell(s) edited by hand" in title
         yours = z(at, "your mask ·")
         assert np.all(yours[:-1, -1] == 0) and np.allclose(yours.sum(-1), 1, atol=1e-5)
         after = predictions(at)
@@ -323,7 +341,7 @@ def test_a_new_mask_reruns_what_reads_it_and_later_clicks_read_the_new_mask(enco
     assert {"masks.all.grid", "masks.pattern_yours", "masks.influence", "masks.pairs"} <= drawn
     assert not drawn & {"masks.leak", "masks.legality_encoder"}, "parts that do not read the mask"
     window = M.sliding_window(N, 2).numpy()
-    assert metric(at, "pairs your mask allows (layer 0)") == f"{int(window.sum())}"
+    assert metric(at, "pairs allowed (layer 0)") == f"{int(window.sum())}"
     click(at, "masks.token", 2, page)  # the receptive field's own fragment
     np.testing.assert_array_equal(z(at, "what can reach")[0], window[2])
     click(at, "masks.layer", 1, page)  # a fragment the layer reruns by key

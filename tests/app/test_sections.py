@@ -137,8 +137,11 @@ GROUPS = [
 
 
 def headings(at) -> list[str]:
-    """The texts of the headers and subheaders the run drew."""
-    return [h.value for h in (*at.header, *at.subheader)]
+    """The texts of the headers and subheaders the run drew, and of the bold run-in headings that open a
+    paragraph ("**Which directions each head uses (layer 0).** Each head ...": a section whose figure must start
+    on the first screen puts its heading there)."""
+    bold = [str(m.value)[2:] for m in at.markdown if str(m.value).startswith("**")]
+    return [h.value for h in (*at.header, *at.subheader)] + bold
 
 
 def charts_drawn(at) -> set[str]:

@@ -648,3 +648,43 @@ def test_train_after_a_keyed_change_uses_the_new_settings_and_every_button_rerun
     assert_ok(at)
     assert at.title and train_runs.RUN_KEY not in at.session_state
     assert any("Press **Train** to start" in i.value for i in at.info)  # the live view, drawn by the full run
+
+
+# ---------------------------------------------------------------------------------------------
+# The first figure: the learning-rate schedule the settings describe, redrawn with them
+# ---------------------------------------------------------------------------------------------
+
+
+def schedule_curve(at) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, η_t) of the learning-rate chart as the last run drew it."""
+    for spec in plotly_specs(at):
+        if "Learning rate over the run" in str(spec["layout"].get("title")):
+            trace = spec["data"][0]
+            return np.asarray(decode_array(trace["x"]), float), np.asarray(decode_array(trace["y"]), float)
+    raise AssertionError("no learning-rate chart on the page")
+
+
+def test_the_first_chart_is_the_learning_rate_schedule_of_the_settings():
+    at = page_at(PAGE, {"steps": "200", "warmup": "40", "lr": "0.004"})
+    assert_ok(at)
+    first = plotly_specs(at)[0]
+    assert "Learning rate over the run" in str(first["layout"].get("title"))  # drawn before any training
+    x, y = schedule_curve(at)
+    assert x.size == 200 and y.max() == pytest.approx(0.004)
+    assert int(np.argmax(y)) == 39  # the warm-up's last step reaches the peak
+    assert np.all(np.diff(y[:40]) > 0) and np.all(np.diff(y[40:]) <= 1e-12)  # climbs, then only eases down
+    assert 0.1 * 0.004 <= y[-1] < 0.2 * 0.004  # the cosine ends near a tenth of the peak, never below
+
+
+def test_a_setting_redraws_the_learning_rate_chart_with_the_summary():
+    at = page_at(PAGE, {"steps": "200", "warmup": "40", "lr": "0.004"})
+    page = at._tree
+    click(at, "train.lr", 0.002, page)
+    assert_ok(at)
+    assert only_the_keyed_fragments(at)  # the chart reran with the summary and the buttons, not the page
+    _, y = schedule_curve(at)
+    assert y.max() == pytest.approx(0.002)
+    click(at, "train.warmup", 0, page)  # a second control of the page as the browser shows it: no warm-up
+    assert_ok(at)
+    _, y = schedule_curve(at)
+    assert y[0] == pytest.approx(0.002) and int(np.argmax(y)) == 0

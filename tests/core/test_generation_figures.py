@@ -17,13 +17,14 @@ def test_the_diagram_draws_one_dot_per_hook_and_marks_the_picked_one():
     column = tuple((h.name, h.sublayer, " × ".join(h.axes)) for h in hooks if h.layer in (None, 0))
     fig = F.family_diagram((("Encoder-only", column, False), ("Decoder-only", column, True)), CFG.n_layers,
                            picked="blocks.0.attn.hook_q")
-    other, dots = fig.data
+    other, dots, *key = fig.data  # the two columns, then the colour key of the sublayers
     assert len(dots.y) == len(column)
     sizes = dict(zip([c[0] for c in column], dots.marker.size))
     assert sizes["blocks.0.attn.hook_q"] > sizes["blocks.0.attn.hook_k"]
     assert len(set(other.marker.size)) == 1  # the same name in another family's column is not marked
-    boxes = {a.text for a in fig.layout.annotations}
-    assert {"self-attention", "MLP", "embedding"} <= boxes and "cross-attention" not in boxes
+    boxes = [trace.name for trace in key]
+    assert {"self-attention", "MLP", "embedding"} <= set(boxes) and "cross-attention" not in boxes
+    assert not {"self-attention", "MLP", "embedding"} & {a.text for a in fig.layout.annotations}  # no name in a box
 
 
 def test_shape_blocks_scale_with_the_input_length():

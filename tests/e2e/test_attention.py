@@ -192,5 +192,5 @@ def test_scale_view_draws_the_histogram_curves_and_model_spread(server_url, page
     curve = _settled_chart(page, 1, "scatter")
     assert _array(curve[1]["y"])[-1] > 0.9  # unscaled: one key takes almost all the weight at d_k = 1024
     # not inner_text: a block out of sight is not laid out (ui/shell/offscreen.py), and its innerText is empty
-    assert "1024" in page.get_by_text("measured spread (std) of q·k").first.text_content()
+    assert "1024" in page.get_by_text("Random q·k at d_k").first.text_content()  # the metrics' heading
     _tall_screenshot(page, "attention_scale")

@@ -34,7 +34,7 @@ def test_cost_page_measures_and_the_width_moves_the_crossover(server_url, page):
     assert any(n.startswith("chunked: slope") for n in names)
     tall_screenshot(page, "cost")
 
-    slider = page.get_by_role("slider", name="width d (d_model of attention and of the RNN)").first
+    slider = page.get_by_role("slider", name="width d").first
     slider.focus()
     slider.press("ArrowRight")  # d: 128 -> 256
     for _ in range(240):

@@ -45,7 +45,8 @@ def test_generation_page_steps_trains_and_draws(server_url, page):
     box = page.evaluate(
         "() => { const g = Array.from(document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\"))"
         ".find(p => (p.layout.title && p.layout.title.text || '').includes('Sublayers (boxes)'));"
-        " const trace = g.data.length - 1; const i = Array.from(g.data[trace].text).indexOf('cross_attn.hook_k');"
+        " const trace = g.data.map(t => !!t.text).lastIndexOf(true);"  # the last column (the colour key follows it)
+        " const i = Array.from(g.data[trace].text).indexOf('cross_attn.hook_k');"
         " const dot = g.querySelectorAll('.scatterlayer .trace')[trace].querySelectorAll('.point')[i];"
         " dot.scrollIntoView({block: 'center'}); const r = dot.getBoundingClientRect();"
         " return {x: r.x + r.width / 2, y: r.y + r.height / 2}; }")

@@ -64,7 +64,7 @@ def test_heads_page_in_a_browser(server_url, page):
     assert page.locator("[data-testid='stMetric']").count() >= 3
     _shot(page, "heads_ablation")
 
-    _open_tab(page, "Two-head toy")
+    _open_tab(page, "Toy")
     page.get_by_role("button", name="Train the two-head toy").click()
     page.wait_for_selector("text=each head took one subspace", timeout=180_000)
     wait_for_run(page, last=CHART)

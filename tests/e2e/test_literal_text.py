@@ -106,7 +106,7 @@ def test_an_uploaded_lessons_text_shows_as_typed_and_fetches_nothing_outside(ser
     open_page(page, f"{server_url}/lessons", timeout=180_000)
     page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
         files=[{"name": "marked-up.toml", "mimeType": "application/toml", "buffer": lesson_file()}])
-    page.locator("[data-testid='stAlertContainer']", has_text="Loaded").wait_for(timeout=60_000)
+    page.locator("[data-testid='stAlertContainer']", has_text="Loaded Weights").wait_for(timeout=60_000)  # (another alert says "uploaded")
     wait_for_run(page)
     start = page.locator(".st-key-start-upload-marked-up")
     card = page.locator("[data-testid='stVerticalBlock']").filter(has=start).filter(has_text="Weights").last

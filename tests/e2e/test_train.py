@@ -14,7 +14,7 @@ import pytest
 
 from tests.app.conftest import decode_array
 from tests.e2e.conftest import (assert_no_exception, drawn_heatmaps, fit_viewport_to_page, open_page, plotly_data,
-                                screenshot, wait_for_run)
+                                screenshot, wait_for_charts, wait_for_run)
 
 pytestmark = pytest.mark.e2e
 STEPS = 300
@@ -23,9 +23,10 @@ TRAIN_TIMEOUT_MS = 300_000  # 300 steps take ~20 s on an idle 2-core machine; al
 
 
 def _loss_trace(page) -> dict:
-    """The 'loss (each step)' trace of the first chart (the training curves)."""
-    data = plotly_data(page, 0)
-    assert data, "no chart on the page"
+    """The 'loss (each step)' trace of the training curves, the second chart (the first is the learning-rate
+    schedule the settings draw)."""
+    data = plotly_data(page, 1)
+    assert data, "no training curves on the page"
     traces = {t.get("name"): t for t in data}
     assert "loss (each step)" in traces, list(traces)
     return traces["loss (each step)"]
@@ -45,7 +46,7 @@ def test_train_a_small_model_in_the_browser(server_url, page):
 
     # the live view: a progress bar and curves that grow while training runs
     page.get_by_text("Training: step").first.wait_for(timeout=120_000)
-    page.wait_for_selector("[data-testid='stPlotlyChart'] .js-plotly-plot", timeout=120_000)
+    wait_for_charts(page, 2, timeout=120_000)  # the learning-rate schedule, then the training curves
 
     # finished: the page reruns once and shows the 'keep' panel with the download
     page.get_by_text("4 · Keep your model").wait_for(timeout=TRAIN_TIMEOUT_MS)

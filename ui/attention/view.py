@@ -25,7 +25,8 @@ from ui.attention.runs import (bars_figure, curve_figure, diff_figure, dot_sampl
                                grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
                                spread_figure, steps_figure, sweep)
 from ui.shell.export import chart_config, file_stem
-from ui.shell.page import csv_download, pick_index, rows_table, try_this
+from ui.shell.kinds import KIND_HELP, short_kind
+from ui.shell.page import csv_download, lead, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.shell.sections import Sections
 from ui.shell.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
@@ -41,6 +42,7 @@ VIEWS = {VIEW_GRID: "Every head", VIEW_HEAD: "One head", VIEW_STEPS: "Step by st
          VIEW_SCALE: "Why √d_k", VIEW_CMP: "Compare", VIEW_EXPORT: "Export"}
 TOY_KEYS_TEXT = " ".join(f"{k:g}" for k in A.TOY_KEYS)
 TOY_VALUES_TEXT = " ".join(f"{v:g}" for v in A.TOY_VALUES)
+
 
 # Every URL parameter of the page, once. Ranges that depend on the model or input (layer, head, query
 # row) are given when the widget is drawn.
@@ -80,21 +82,30 @@ S = Sections("attention", open_view=open_view)  # its sections say which of kind
 
 
 def pick_kind(sel: Selection) -> None:
-    """Which attention to look at: only encoder-decoder models have more than one kind. A change reruns its
-    caption, the query row and the sections of the open view that read it."""
+    """Which attention to look at: a small select box in the controls' row (only encoder-decoder models have more
+    than one kind). A change reruns its caption, the query row and the sections of the open view that read it."""
     kinds = A.attention_kinds(sel.arch)
     by_key = {k.key: k for k in kinds}
     if len(kinds) == 1:
-        kind = kinds[0]
-        other = "an encoder-decoder model (for example *reverse-encdec*)"
-        st.info(f"This model is {'an encoder' if sel.arch == 'encoder' else 'a decoder'}, so it has one kind "
-                f"of attention: **{kind.label}**. {kind.blurb} Pick {other} in the sidebar to see cross-attention, "
-                f"where queries come from the target and keys from the source.", icon=":material/info:")
         URL.kind.clear()
         return
-    URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
-                    format_func=lambda k: by_key[k].label)
-    kind_blurb(sel)
+    URL.kind.widget(st.selectbox, "Which attention", choices=tuple(by_key), format_func=lambda k: short_kind(by_key[k]),
+                    width=250, help=KIND_HELP)
+
+
+def kind_note(sel: Selection) -> None:
+    """Under the controls' row: the picked kind's one-line description, or, for a model with one kind of
+    attention, which kind that is and where to find the others. A caption, so the figure stays on the first
+    screen."""
+    kinds = A.attention_kinds(sel.arch)
+    if len(kinds) > 1:
+        kind_blurb(sel)
+        return
+    kind = kinds[0]
+    other = "an encoder-decoder model (for example *reverse-encdec*)"
+    st.caption(f"This model is {'an encoder' if sel.arch == 'encoder' else 'a decoder'}, so it has one kind "
+               f"of attention: **{kind.label}**. {kind.blurb} Pick {other} in the sidebar to see cross-attention, "
+               f"where queries come from the target and keys from the source.")
 
 
 @S.section("kind.blurb", reads=("kind",))
@@ -115,10 +126,10 @@ def query_row(sel: Selection) -> None:
 def pick_temperature() -> None:
     """The softmax temperature T for this page's runs (scores are divided by T); 1 = as trained. A change
     reruns the sections of the open view that read it."""
-    URL.temp.widget(st.select_slider, "Temperature T (divides every score before softmax; 1 = as trained)",
-                    format_func=general,
-                    help="A per-call option: the shared model is not changed. T < 1 sharpens every "
-                         "row towards one key, T > 1 flattens it towards uniform.")
+    URL.temp.widget(st.select_slider, "Temperature T", format_func=general, width=260,
+                    help="T divides every score before softmax; 1 = as trained. A per-call option: the shared "
+                         "model is not changed. T < 1 sharpens every row towards one key, T > 1 flattens it "
+                         "towards uniform.")
 
 
 def pick_view() -> str:
@@ -142,23 +153,26 @@ def _rounding_note(cells: int) -> str:
 
 def overview_panel(sel: Selection):
     """Every layer x head as a small heatmap; the open head is framed in orange."""
-    st.subheader("Every head at once")
     overview_heads(sel)
 
 
 @S.section("grid.heads", reads=("kind", "layer", "head", "temp"), view=VIEW_GRID)
 def overview_heads(sel: Selection) -> None:
-    """The reading guide (its rounding note depends on the kind's tokens) and the grid of every head."""
+    """A one-line lead, the grid of every head, and the full reading guide (whose rounding note depends on the
+    kind's tokens) one click away under it: the grid is the page's first figure and starts on the first screen."""
     v = picked(sel)
     patterns = run_patterns(sel, v.kind, v.temperature)[0]
     n_l, n_h = patterns.shape[:2]
-    st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. Inside a "
-                f"square, row *i* is a query token and column *j* a key token, and the colour is how much of "
-                f"query *i*'s attention goes to key *j* (0 dark blue to 1 yellow; every row adds up to 1). "
-                f"Hover to read the tokens and the weight{_rounding_note(patterns.size)}. This model has "
-                f"{n_l} layers × {n_h} heads.")
+    st.markdown(f"**Every head at once:** rows are layers, columns are heads ({n_l} × {n_h} here).")
     st.plotly_chart(grid_figure(patterns, v.q_tokens, v.k_tokens, selected=(v.layer, v.head)),
                     key="attention.fig_grid", config=chart_config("attention", sel.model_id, f"every-head-{v.kind.key}"))
+    with st.expander("How to read this chart"):
+        st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. Inside a "
+                    f"square, row *i* is a query token and column *j* a key token, and the colour is how much of "
+                    f"query *i*'s attention goes to key *j* (0 dark blue to 1 yellow; every row adds up to 1). "
+                    f"Hover to read the tokens and the weight{_rounding_note(patterns.size)}. This model has "
+                    f"{n_l} layers × {n_h} heads. The open head (the Layer and Head buttons above) is framed "
+                    f"in orange.")
 
 
 def head_panel(sel: Selection):
@@ -173,10 +187,12 @@ def head_intro(sel: Selection) -> None:
     depends on the kind's tokens)."""
     v = picked(sel)
     st.subheader(f"Layer {v.layer}, head {v.head} up close")
-    st.markdown("Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
-                "on the right**; a thicker, darker line carries more weight (lines under 0.02 are left out). "
-                f"The chosen query's row is outlined in orange and its lines are drawn in orange. Hover over the "
-                f"heatmap to read a weight{_rounding_note(len(v.q_tokens) * len(v.k_tokens))}.")
+    lead("Left: the pattern, large. Right: the same numbers as lines, **queries on the left, keys on the right**.",
+         "How to read these charts",
+         "Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
+         "on the right**; a thicker, darker line carries more weight (lines under 0.02 are left out). "
+         f"The chosen query's row is outlined in orange and its lines are drawn in orange. Hover over the "
+         f"heatmap to read a weight{_rounding_note(len(v.q_tokens) * len(v.k_tokens))}.")
 
 
 # local: the query slider redraws only itself, the heatmap, the lines, the bars and the mask note
@@ -193,7 +209,7 @@ def head_query(sel: Selection):
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(head_figure(pattern, q_tokens, k_tokens, kind.query_title, kind.key_title,
-                                    title=f"{kind.label}: layer {layer}, head {head}{t}", query=qpos,
+                                    title=f"{short_kind(kind)}: layer {layer}, head {head}{t}", query=qpos,
                                     height=max(440, min(900, 120 + 28 * len(q_tokens)))),
                         key="attention.fig_head",
                         config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-heatmap"))
@@ -229,6 +245,12 @@ def _vector_latex(v: np.ndarray, dims: int = SHOWN_DIMS) -> str:
     return r"\begin{pmatrix}" + shown + more + r"\end{pmatrix}"
 
 
+def _two_lines(name: str, formula: str, vector: str) -> str:
+    """`name = formula = vector` with the vector on a second line (aligned at '='): on one line the formula
+    and SHOWN_DIMS numbers ran past the column beside the sidebar on a 1024-wide screen."""
+    return r"\begin{aligned}" + name + " &= " + formula + r" \\ &= " + vector + r"\end{aligned}"
+
+
 def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int, qpos: int, q_tokens, k_tokens,
                     temperature: float):
     """The arithmetic of one real query, recomputed from the model's q, k, v and checked against it."""
@@ -240,7 +262,7 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
     st.markdown(f"**1. The query.** Token {qpos}:`{q_tokens[qpos]}` is projected to a query vector with "
                 f"d_head = {cfg.d_head} numbers" + (" (after the RoPE rotation)" if rope else "") +
                 (", scaled to length 1 (this model uses cosine scores)" if cfg.score == "cosine" else "") + ":")
-    st.latex(r"q = x\,W_Q = " + _vector_latex(steps.q))
+    st.latex(_two_lines(r"q", r"x\,W_Q", _vector_latex(steps.q)))
     best = int(np.argmax(np.where(steps.allowed, steps.scores, -np.inf)))
     st.markdown(f"**2. Compare with every key.** Each key token gets its own key vector k_j; the dot product "
                 f"q·k_j says how well they match. The best match here is key {best}, `{k_tokens[best]}`:")
@@ -267,7 +289,7 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
                     config=chart_config("attention", sel.model_id, f"steps-{kind.key}-l{layer}h{head}-query{qpos}"))
     st.markdown("**6. Weighted sum of the values.** The head's output for this query is the average of the "
                 "value vectors, each weighted by its α:")
-    st.latex(r"z = \sum_j \alpha_j v_j = " + _vector_latex(steps.output))
+    st.latex(_two_lines(r"z", r"\sum_j \alpha_j v_j", _vector_latex(steps.output)))
     worst = max(checks.values())
     msg = (f"Recomputed here from q, k and v, these numbers match the model's own scores, weights and output "
            f"(largest difference {worst:.1e}).")
@@ -411,12 +433,15 @@ def arithmetic_steps(sel: Selection):
 def temperature_panel(sel: Selection):
     """Entropy of each row and the model's predictions, at T = 1 and at the chosen T."""
     st.subheader("Sharper or flatter: the temperature")
-    st.markdown("Dividing every score by a temperature T before softmax changes how peaked each row is, in "
-                "every head of every layer at once. We measure peakedness with the **entropy** of a row: 0 bits "
-                "when all weight sits on one key, log₂(n) bits when it is spread evenly over n keys. Turning T "
-                "down makes attention a hard lookup; turning it up makes it a plain average. The model was trained "
-                "at T = 1, so both extremes usually hurt its predictions.")
-    st.latex(r"H(\alpha_{i\cdot}) = -\sum_j \alpha_{ij}\log_2 \alpha_{ij}")
+    lead("Dividing every score by T changes how peaked each row is; the **entropy** of a row measures it (0 bits: all "
+         "on one key).",
+         "Read more: entropy, and the maths",
+         "Dividing every score by a temperature T before softmax changes how peaked each row is, in every head of "
+         "every layer at once. We measure peakedness with the **entropy** of a row: 0 bits when all weight sits on one"
+         " key, log₂(n) bits when it is spread evenly over n keys. Turning T down makes attention a hard lookup; "
+         "turning it up makes it a plain average. The model was trained at T = 1, so both extremes usually hurt its "
+         "predictions.",
+         r"H(\alpha_{i\cdot}) = -\sum_j \alpha_{ij}\log_2 \alpha_{ij}")
     temperature_entropy(sel)
     if temperature_predictions(sel):
         st.caption("p is the probability the model gives to its predicted token. ✓ = the prediction is the right "
@@ -433,14 +458,18 @@ def temperature_entropy(sel: Selection) -> None:
     allowed = A.causal_allowed(len(q_tokens), base_pat.shape[-1], kind.causal)
     before = A.row_entropy(base_pat[layer, head])
     after = A.row_entropy(pat[layer, head])
+    # Short labels under one heading: in three columns beside the sidebar a long label ends in '...'.
+    st.markdown("**Mean entropy of a row**")
     c1, c2, c3 = st.columns(3)
-    c1.metric("mean entropy, this head, T = 1", f"{before.mean():.2f} bits")
+    c1.metric("this head, T = 1", f"{before.mean():.2f} bits", help="Mean entropy of this head's rows at T = 1.")
     change = after.mean() - before.mean()
-    c2.metric(f"mean entropy, this head, T = {temperature:g}", f"{after.mean():.2f} bits",
-              delta=f"{change:+.2f} bits" if abs(change) >= 0.005 else None, delta_color="off")
+    c2.metric(f"this head, T = {temperature:g}", f"{after.mean():.2f} bits",
+              delta=f"{change:+.2f} bits" if abs(change) >= 0.005 else None, delta_color="off",
+              help=f"Mean entropy of this head's rows at T = {temperature:g}.")
     everywhere = A.row_entropy(pat).mean() - A.row_entropy(base_pat).mean()
-    c3.metric(f"mean over all heads and layers, T = {temperature:g}", f"{A.row_entropy(pat).mean():.2f} bits",
-              delta=f"{everywhere:+.2f} bits vs T = 1" if abs(everywhere) >= 0.005 else None, delta_color="off")
+    c3.metric(f"all heads, T = {temperature:g}", f"{A.row_entropy(pat).mean():.2f} bits",
+              delta=f"{everywhere:+.2f} bits vs T = 1" if abs(everywhere) >= 0.005 else None, delta_color="off",
+              help=f"Mean entropy over all heads and layers at T = {temperature:g}.")
     st.plotly_chart(entropy_figure(before, after, A.max_entropy(allowed), q_tokens, temperature, kind.query_title),
                     key="attention.fig_entropy",
                     config=chart_config("attention", sel.model_id, f"temperature-{kind.key}-l{layer}h{head}"))
@@ -505,10 +534,14 @@ def scale_histogram(d_k: int, scaled: bool, seed: int) -> None:
     """Random q·k at one width: its measured spread next to √d_k, and the histogram."""
     samples = dot_samples(d_k, seed)
     measured = float(samples.std())
+    # Short labels under one heading: in three columns beside the sidebar a long label ends in '...'.
+    st.markdown(f"**Random q·k at d_k = {d_k}**")
     c1, c2, c3 = st.columns(3)
-    c1.metric(f"measured spread (std) of q·k, d_k = {d_k}", f"{measured:.3f}")
-    c2.metric("√d_k (what the sum predicts)", f"{np.sqrt(d_k):.3f}",
-              help="The measured std of the random pairs below, compared with the square root of d_k.")
+    c1.metric("measured spread (std)", f"{measured:.3f}",
+              help=f"The measured spread (standard deviation) of q·k over the random pairs below, d_k = {d_k}.")
+    c2.metric("√d_k, predicted", f"{np.sqrt(d_k):.3f}",
+              help="What the sum predicts. The measured std of the random pairs below, compared with the square "
+                   "root of d_k.")
     c3.metric("spread of q·k / √d_k", f"{measured / np.sqrt(d_k):.3f}",
               help="About 1 at every d_k: dividing by √d_k undoes the growth.")
     st.plotly_chart(dots_figure(samples, d_k, scaled), key="attention.fig_scale_hist",
@@ -543,13 +576,15 @@ def scale_curves(d_k: int, n_keys: int, scaled: bool, seed: int) -> None:
                         key="attention.fig_scale_jacobian",
                         config=chart_config("attention", None, f"scale-gradient-{n_keys}-keys"))
     which = "scaled" if scaled else "unscaled"
+    st.markdown(f"**{which.capitalize()}, at d_k = {d_k}**")  # the metrics' short labels below say the rest
     m1, m2, m3 = st.columns(3)
-    m1.metric(f"largest weight, {which}, d_k = {d_k}", f"{sw.max_weight[row, j]:.3f}",
-              help=f"The same number at d_k = 1: {sw.max_weight[row, 0]:.3f}.")
-    m2.metric(f"entropy, {which}, d_k = {d_k}", f"{sw.entropy[row, j]:.2f} bits",
-              help=f"At most log₂{n_keys} = {np.log2(n_keys):.2f} bits (uniform weights).")
-    m3.metric(f"‖∂α/∂s‖, {which}, d_k = {d_k}", f"{sw.jacobian[row, j]:.3f}",
-              help=f"The same number at d_k = 1: {sw.jacobian[row, 0]:.3f}.")
+    m1.metric("largest weight", f"{sw.max_weight[row, j]:.3f}",
+              help=f"Largest weight, {which}, d_k = {d_k}. The same number at d_k = 1: {sw.max_weight[row, 0]:.3f}.")
+    m2.metric("entropy", f"{sw.entropy[row, j]:.2f} bits",
+              help=f"Entropy, {which}, d_k = {d_k}. At most log₂{n_keys} = {np.log2(n_keys):.2f} bits (uniform "
+                   f"weights).")
+    m3.metric("‖∂α/∂s‖", f"{sw.jacobian[row, j]:.3f}",
+              help=f"‖∂α/∂s‖, {which}, d_k = {d_k}. The same number at d_k = 1: {sw.jacobian[row, 0]:.3f}.")
 
 
 @st.fragment  # local: d_k, keys, scaling and seed redraw only these controls, the histogram and the curves
@@ -588,19 +623,22 @@ def scale_model_spread(sel: Selection) -> None:
 def scale_panel(sel: Selection) -> None:
     """Why divide by √d_k: random q·k grows with the width, and unscaled softmax saturates."""
     st.subheader("Why divide by √d_k")
-    st.markdown("Take a query and a key whose d_k entries are independent random numbers with mean 0 and "
-                "variance 1. Their dot product adds up d_k such products, each of variance 1, so its variance is "
-                "d_k and its typical size (the standard deviation) is √d_k. A head twice as wide would score "
-                "about 1.4 times as far from 0, a head of width 1024 about 32 times. Fed to softmax, scores that "
-                "far apart put nearly all the weight on one key, and softmax there is almost flat: nudging a "
-                "score barely moves any weight, so almost no gradient flows back to the queries and keys that "
-                "training needs to adjust. Dividing by √d_k gives the scores a spread of about 1 at every width, "
-                "so a freshly initialised head starts soft and trainable however wide it is. (Making scores "
-                "small is not the point: scaling every score down flattens softmax, as the temperature does. "
-                "The point is that the spread stops depending on d_k.)")
-    st.latex(r"\operatorname{Var}(q\cdot k)=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k"
-             r"\;\Rightarrow\;\operatorname{std}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right)=1,"
-             r"\qquad \frac{\partial \alpha}{\partial s}=\operatorname{diag}(\alpha)-\alpha\alpha^{\top}")
+    lead("Random q·k spreads about √d_k; dividing by √d_k gives a spread of about 1 at every width, so softmax stays "
+         "soft and trainable.",
+         "Read more: why the spread matters, and the maths",
+         "Take a query and a key whose d_k entries are independent random numbers with mean 0 and variance 1. Their "
+         "dot product adds up d_k such products, each of variance 1, so its variance is d_k and its typical size (the "
+         "standard deviation) is √d_k. A head twice as wide would score about 1.4 times as far from 0, a head of width"
+         " 1024 about 32 times. Fed to softmax, scores that far apart put nearly all the weight on one key, and "
+         "softmax there is almost flat: nudging a score barely moves any weight, so almost no gradient flows back to "
+         "the queries and keys that training needs to adjust. Dividing by √d_k gives the scores a spread of about 1 at"
+         " every width, so a freshly initialised head starts soft and trainable however wide it is. (Making scores "
+         "small is not the point: scaling every score down flattens softmax, as the temperature does. The point is "
+         "that the spread stops depending on d_k.)",
+         r"\operatorname{Var}(q\cdot k)=\sum_{i=1}^{d_k}\operatorname{Var}(q_i "
+         r"k_i)=d_k\;\Rightarrow\;\operatorname{std}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right)=1,",
+         r"\frac{\partial "
+         r"\alpha}{\partial s}=\operatorname{diag}(\alpha)-\alpha\alpha^{\top}")
     st.caption("This view draws random vectors, so the temperature slider above does not apply here; the "
                "model's spread at the bottom is measured at T = 1, before any scaling.")
     scale_draws()
@@ -768,17 +806,17 @@ def picked(sel: Selection) -> View:
 
 
 def controls(sel: Selection) -> None:
-    """The kind picker and the layer / head / temperature bar, seeded from and written to the URL, then the query
-    row kept for the kind's tokens. Each reruns only the sections of the open view that read it."""
+    """One compact row (it wraps on a narrow screen): the kind (encoder-decoder only), layer, head and temperature,
+    seeded from and written to the URL; then the kind's caption and the query row kept for the kind's tokens. Each
+    reruns only the sections of the open view that read it. Kept short so the open view's figure starts on the
+    first screen."""
     cfg = sel.model.cfg
-    pick_kind(sel)
-    with st.container(border=True):
-        c1, c2 = st.columns([2, 3])
-        with c1:
-            pick_index(URL.layer, "Layer", cfg.n_layers)
-        with c2:
-            pick_index(URL.head, "Head", cfg.n_heads)
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        pick_kind(sel)
+        pick_index(URL.layer, "Layer", cfg.n_layers, width=120)
+        pick_index(URL.head, "Head", cfg.n_heads, width=120)
         pick_temperature()
+    kind_note(sel)
     query_row(sel)
 
 

@@ -5,6 +5,10 @@ pages/cost.py calls them in reading order.
 The measuring is core.analysis.cost's, cached per device and setting in ui.cost.runs; the figures
 come from core.figures.cost.
 
+Layout: the controls sit in one compact row right above the time chart, the page's first figure; each
+section opens with a one- or two-sentence lead, its long explanation and equations one click away in an
+expander (the time section's under its chart), so the figure starts on the first screen even at 1024x768.
+
 What a click reruns: d, heads, b and the longest n feed the measured parts of every section, and
 Measure again those of the time and steps sections: they are sections (ui.shell.sections:
 `@S.section(..., reads=...)`) reading the setting from the session (`setting`), and a change reruns them
@@ -70,23 +74,29 @@ def seed_url(sel: Selection) -> None:
 
 
 def controls(sel: Selection) -> A.Setting:
-    """The sweep's controls in one row: width d, heads, block b and the longest n. Each control reruns only the
-    sections that read it, which read the setting from the session (`setting`); the setting returned
-    is this full run's, of which the panels read only the device (a sidebar choice: full runs only)."""
-    st.markdown(f"**What is measured, on a real `{sel.device}`.** Every figure below marked *measured* was timed or "
+    """The sweep's controls in one compact row (it wraps where the screen is narrow): width d, heads, block b and
+    the longest n, right above the time chart that reads all four. Each control reruns only the sections that
+    read it, which read the setting from the session (`setting`); the setting returned is this full run's, of
+    which the panels read only the device (a sidebar choice: full runs only)."""
+    with st.container(horizontal=True, gap="medium", vertical_alignment="bottom"):
+        d = URL.d.widget(st.select_slider, "width d", width=200,
+                         help="d_model of attention and of the RNN. Attention costs about n²·d, the recurrent layer "
+                              "n·d²: d moves the crossover.")
+        heads = URL.heads.widget(st.segmented_control, "heads h", required=True, format_func=str,
+                                 help="d is split over h heads of d/h; memory of the patterns grows with h.")
+        b = URL.b.widget(st.segmented_control, "block b", required=True, format_func=str,
+                         help="Block size of block-sparse attention and of the chunked attention's key blocks.")
+        nmax = URL.nmax.widget(st.selectbox, "longest n", format_func=lambda n: f"{n:,}", width=110,
+                               help="The sweep doubles n from 32 up to this.")
+    return A.Setting(ns=powers_of_two(N_MIN, nmax), d_model=d, n_heads=heads, block=b, device=sel.device)
+
+
+def measured_note(device: str) -> None:
+    """What 'measured' means on this page, and on which device: one click away under the time chart."""
+    st.markdown(f"**What is measured, on a real `{device}`.** Every figure below marked *measured* was timed or "
                 "counted by this app, never copied from a paper: on this server when you pick a setting nobody picked "
                 "before or press **Measure again**, and for the settings a default visit or a lesson opens, on the "
                 "machine that built this copy (each caption says which).")
-    c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
-    d = URL.d.widget(c1.select_slider, "width d (d_model of attention and of the RNN)",
-                     help="Attention costs about n²·d, the recurrent layer n·d²: d moves the crossover.")
-    heads = URL.heads.widget(c2.segmented_control, "heads h", required=True, format_func=str,
-                             help="d is split over h heads of d/h; memory of the patterns grows with h.")
-    b = URL.b.widget(c3.segmented_control, "block b", required=True, format_func=str,
-                     help="Block size of block-sparse attention and of the chunked attention's key blocks.")
-    nmax = URL.nmax.widget(c4.selectbox, "longest n", format_func=lambda n: f"{n:,}",
-                           help="The sweep doubles n from 32 up to this.")
-    return A.Setting(ns=powers_of_two(N_MIN, nmax), d_model=d, n_heads=heads, block=b, device=sel.device)
 
 
 def setting(device: str) -> A.Setting:
@@ -145,11 +155,10 @@ def stamp(sweep: dict, shipped: Optional[str] = None) -> str:
 
 def time_panel(s: A.Setting) -> None:
     """Section 1: measured time of every method against n, fitted slopes, and the attention-vs-RNN crossover.
+    The chart comes first, under a one-line lead; what is timed, how, and the maths are one click away under it.
     `s`: the full run's setting, of which only the device is read."""
     st.header("1. Time: n²·d against n·d²")
     time_intro()
-    st.latex(r"\text{attention: } O(n^2 d) \qquad \text{recurrent: } O(n\, d^2) \qquad "
-             r"\frac{n^2 d}{n\, d^2} = \frac{n}{d} \;\Rightarrow\; \text{crossover at } n = d")
     time_measured(s.device)
     st.button("Measure again", key=REMEASURE_KEY, icon=":material/timer:", on_click=remeasure)
     try_this(
@@ -164,18 +173,42 @@ def time_panel(s: A.Setting) -> None:
 
 @S.section("sweep.intro", reads=("nmax",))
 def time_intro() -> None:
-    """What is timed, up to the longest n the control holds now."""
+    """One line on what the chart below times, up to the longest n the control holds now (the full explanation
+    is under the chart, `time_explained`)."""
     ns = powers_of_two(N_MIN, int(URL.nmax.now()))
-    st.markdown(
-        "A self-attention layer compares every position with every other: n² scores of width d, so doubling the "
-        "input quadruples the work. A recurrent layer does one d×d step per position: n·d². Attention is the "
-        "cheaper of the two while n < d, and for sentences (n of a few hundred, d of 512 or more) it usually is. "
-        "Below, five ways to compute one layer are timed here for n from 32 to "
-        f"{ns[-1]:,}: the textbook **explicit** attention that builds the n×n matrix, PyTorch's **fused** "
-        "`scaled_dot_product_attention`, **block-sparse** attention with blocks of b (n·b·d work), our "
-        "**chunked** attention that never holds the n×n matrix (same n²·d work, less memory), and a tanh **RNN** "
-        "of width d run one position after another. On log-log axes a cost of n^p is a straight line of slope p."
-    )
+    st.markdown(f"Five ways to compute one attention layer, and a recurrent layer, timed here for n from 32 to "
+                f"{ns[-1]:,}. On these log-log axes a cost of n^p is a straight line of slope p.")
+
+
+def time_explained(ns: tuple[int, ...], device: str) -> None:
+    """What is timed, what 'measured' means on this device, and the maths: one click away under the chart."""
+    with st.expander("How to read this chart: what is timed, and the maths"):
+        st.markdown(
+            "A self-attention layer compares every position with every other: n² scores of width d, so doubling the "
+            "input quadruples the work. A recurrent layer does one d×d step per position: n·d². Attention is the "
+            "cheaper of the two while n < d, and for sentences (n of a few hundred, d of 512 or more) it usually is. "
+            "Below, five ways to compute one layer are timed here for n from 32 to "
+            f"{ns[-1]:,}: the textbook **explicit** attention that builds the n×n matrix, PyTorch's **fused** "
+            "`scaled_dot_product_attention`, **block-sparse** attention with blocks of b (n·b·d work), our "
+            "**chunked** attention that never holds the n×n matrix (same n²·d work, less memory), and a tanh **RNN** "
+            "of width d run one position after another. On log-log axes a cost of n^p is a straight line of slope p."
+        )
+        st.latex(r"\text{attention: } O(n^2 d) \qquad \text{recurrent: } O(n\, d^2)")
+        st.latex(r"\frac{n^2 d}{n\, d^2} = \frac{n}{d} \;\Rightarrow\; \text{crossover at } n = d")
+        measured_note(device)
+
+
+def time_metrics(s: A.Setting, measured: Optional[float], advantage: float) -> None:
+    """The time chart's three numbers under it, with labels short enough for a 1024-wide screen (the rest of
+    what each means is in its help)."""
+    m1, m2, m3 = st.columns(3)
+    m1.metric("predicted crossover", f"{s.d_model:,}", help="Where n²·d = n·d², that is n = d.")
+    m2.metric("measured crossover", "none in range" if measured is None else f"n ≈ {measured:,.0f}",
+              help="Explicit attention against the RNN: where the explicit attention line rises above the RNN line "
+                   "(interpolated on log-log axes).")
+    m3.metric("fused speed-up", f"{advantage:.1f}×",
+              help=f"At the longest n = {s.ns[-1]:,}: explicit time divided by fused scaled_dot_product_attention "
+                   "time.")
 
 
 @S.section("sweep.time", reads=("d", "heads", "b", "nmax", "run"))
@@ -185,17 +218,13 @@ def time_measured(device: str) -> None:
     s, run, sweep = measured_times(device)
     summary = R.time_summary(s, run)
     slopes, measured = summary["slopes"], summary["crossover"]
-    m1, m2, m3 = st.columns(3)
-    m1.metric("predicted crossover (n = d)", f"{s.d_model:,}")
-    m2.metric("measured crossover: explicit vs RNN", "none in range" if measured is None else f"n ≈ {measured:,.0f}",
-              help="Where the explicit attention line rises above the RNN line (interpolated on log-log axes).")
-    advantage = sweep["ms"][A.EXPLICIT][-1] / sweep["ms"][A.FUSED][-1]
-    m3.metric(f"fused kernel's advantage at n = {s.ns[-1]:,}", f"{advantage:.1f}×",
-              help="Explicit time divided by fused scaled_dot_product_attention time.")
     st.plotly_chart(R.time_figure(sweep["ns"], sweep["ms"], slopes, A.PREDICTED_TIME_SLOPE, s.d_model, measured,
                                   title=f"measured: d = {s.d_model}, {s.n_heads} heads of {s.d_head}, b = {s.block}"),
                     key="cost.chart.time",
                     config=chart_config("cost", None, f"time-d{s.d_model}-h{s.n_heads}-b{s.block}"))
+    advantage = sweep["ms"][A.EXPLICIT][-1] / sweep["ms"][A.FUSED][-1]
+    time_metrics(s, measured, advantage)
+    time_explained(s.ns, device)
     if measured is None:
         cheaper = sweep["ms"][A.EXPLICIT][-1] < sweep["ms"][A.RNN][-1]
         st.info(f"The lines do not cross between n = {s.ns[0]} and {s.ns[-1]:,}: "
@@ -236,16 +265,19 @@ def depth_link() -> None:
 def steps_panel(s: A.Setting) -> None:
     """Section 2: sequential operations and the longest path of one layer, RNN against attention. `s`: the full
     run's setting, of which only the device is read."""
-    st.header("2. Waiting and distance: sequential steps and path length")
-    st.markdown(
-        "Time on one core is not the whole story. An RNN cannot start position t before position t − 1 is done, "
-        "so a layer is n steps in a row, however many cores wait idle. Attention computes every pair at once: one "
-        "step, spread over as many cores as there are. The same holds for distance: what position 0 says reaches "
-        "position n − 1 through n − 1 applications of the RNN cell, each a chance to fade, but through one hop in "
-        "any attention layer whose mask lets the pair attend. The RNN counts below were **counted** while it ran."
-    )
-    st.latex(r"\text{sequential steps: RNN } O(n),\ \text{attention } O(1) \qquad "
-             r"\text{path length: RNN } O(n),\ \text{attention } O(1)")
+    st.header("2. Waiting and distance: steps and path length")
+    st.markdown("An RNN needs n steps in a row and n hops from the first position to the last; attention needs one "
+                "of each. The RNN counts below were **counted** while it ran.")
+    with st.expander("Read more: why steps and distance matter, and the maths"):
+        st.markdown(
+            "Time on one core is not the whole story. An RNN cannot start position t before position t − 1 is done, "
+            "so a layer is n steps in a row, however many cores wait idle. Attention computes every pair at once: one "
+            "step, spread over as many cores as there are. The same holds for distance: what position 0 says reaches "
+            "position n − 1 through n − 1 applications of the RNN cell, each a chance to fade, but through one hop in "
+            "any attention layer whose mask lets the pair attend. The RNN counts below were **counted** while it ran."
+        )
+        st.latex(r"\text{sequential steps: RNN } O(n),\ \text{attention } O(1)")
+        st.latex(r"\text{path length: RNN } O(n),\ \text{attention } O(1)")
     steps_counted(s.device)
     st.markdown("With a mask that limits who may attend (a window, blocks), one layer no longer links every pair, "
                 "and it takes several layers to connect the ends. The Depth page measures how many:")
@@ -280,16 +312,20 @@ def memory_panel(s: A.Setting) -> None:
     """Section 3: measured peak memory of a training step, explicit (keeps h n² patterns) against chunked. `s`:
     the full run's setting, of which only the device is read."""
     st.header("3. Memory: the h·n² patterns that training keeps")
-    st.markdown(
-        "To train, the backward pass needs every attention pattern of the forward pass: h·n² numbers per layer, "
-        "so doubling the input quadruples the memory. Chunked attention (the FlashAttention idea) walks over the "
-        "keys one block at a time, keeps a running maximum and a running sum per query, and rescales them when a "
-        "new block raises the maximum, so it never holds more than a block of scores. Its backward pass recomputes "
-        "each block's probabilities from one saved number per query (the log-sum-exp) instead of keeping them. "
-        "Both give the same output within 1e-5; below is the peak memory of one forward + backward, **measured**."
-    )
-    st.latex(r"m_j = \max(m_{j-1}, \max_k s_k) \quad \ell_j = \ell_{j-1} e^{m_{j-1} - m_j} + \sum_k e^{s_k - m_j} "
-             r"\qquad \text{memory: } O(h\,n^2) \to O(h\,n\,(d_\text{head} + b))")
+    st.markdown("Training keeps every attention pattern for the backward pass, h·n² numbers per layer; chunked "
+                "attention never holds them. Below: the peak memory of one forward + backward, **measured**.")
+    with st.expander("Read more: how chunked attention avoids the n×n matrix, and the maths"):
+        st.markdown(
+            "To train, the backward pass needs every attention pattern of the forward pass: h·n² numbers per layer, "
+            "so doubling the input quadruples the memory. Chunked attention (the FlashAttention idea) walks over the "
+            "keys one block at a time, keeps a running maximum and a running sum per query, and rescales them when a "
+            "new block raises the maximum, so it never holds more than a block of scores. Its backward pass "
+            "recomputes each block's probabilities from one saved number per query (the log-sum-exp) instead of "
+            "keeping them. Both give the same output within 1e-5; below is the peak memory of one forward + "
+            "backward, **measured**."
+        )
+        st.latex(r"m_j = \max(m_{j-1}, \max_k s_k) \qquad \ell_j = \ell_{j-1} e^{m_{j-1} - m_j} + \sum_k e^{s_k - m_j}")
+        st.latex(r"\text{memory: } O(h\,n^2) \to O(h\,n\,(d_\text{head} + b))")
     memory_measured(s.device)
     try_this(
         "Switch h from 8 to 4: explicit attention's memory halves (h·n²), chunked attention's too, but it stays a "
@@ -334,14 +370,17 @@ def memory_measured(device: str) -> None:
 def presets_panel(s: A.Setting) -> None:
     """Section 4: the same counts at the original Transformer's and BERT-base's sizes (b read from the session)."""
     st.header("4. At the size of real models")
-    st.markdown(
-        "The measured curves above stay on sizes this machine can run in seconds (n ≤ 2,048, d ≤ 512, one layer). "
-        "The counts below are computed, not measured, at the sizes of two famous models, for every attention "
-        "map a forward pass makes (the original Transformer has 6 encoder layers and 6 decoder layers, each decoder "
-        "layer with a self- and a cross-attention: 18 maps)."
-    )
-    st.latex(r"\text{FLOPs: } 4 n^2 d \text{ vs } 4 n d^2 \qquad "
-             r"\text{kept for training: } 4\,\text{bytes} \times h\, n^2 \times \text{maps}")
+    st.markdown("The same counts, computed (not measured) at the sizes of two famous models, for every attention "
+                "map of a forward pass.")
+    with st.expander("Read more: what is counted, and the maths"):
+        st.markdown(
+            "The measured curves above stay on sizes this machine can run in seconds (n ≤ 2,048, d ≤ 512, one "
+            "layer). The counts below are computed, not measured, at the sizes of two famous models, for every "
+            "attention map a forward pass makes (the original Transformer has 6 encoder layers and 6 decoder layers, "
+            "each decoder layer with a self- and a cross-attention: 18 maps)."
+        )
+        st.latex(r"\text{FLOPs: } 4 n^2 d \text{ vs } 4 n d^2")
+        st.latex(r"\text{kept for training: } 4\,\text{bytes} \times h\, n^2 \times \text{maps}")
     preset_counts()
 
 

@@ -136,23 +136,32 @@ class Focus:
     scored: list[int]  # output positions with a right answer
 
 
-def controls(sel: Selection) -> None:
-    """The model's facts, then the stack, position and objective controls of sections 1 and 2. Each control
-    reruns only the sections that read it."""
-    cfg, encdec = sel.model.cfg, is_encdec(sel)
+def model_facts(sel: Selection) -> None:
+    """The sidebar model's facts that the first heatmap depends on (its norm placement above all)."""
+    cfg = sel.model.cfg
     st.caption(f"Sidebar model: **{sel.model_id}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
                f"d_model {cfg.d_model} · LayerNorm **{cfg.norm}** · residual {'on' if cfg.residual else 'off'}.")
-    cols = st.columns([1, 2, 2]) if encdec else [None] + st.columns(2)
-    if encdec:
-        URL.stack.widget(cols[0].radio, "Stack",
+
+
+def stack_control(sel: Selection) -> None:
+    """The stack whose stream the first heatmap shows: a compact horizontal choice, drawn only for an
+    encoder-decoder (another model has one stack, and the URL's stack= is cleared)."""
+    if is_encdec(sel):
+        URL.stack.widget(st.radio, "Stack", horizontal=True,
                          help="Residual norms and gradients of this stack. The logit lens always reads the decoder.")
     else:
         URL.stack.clear()
+
+
+def controls(sel: Selection) -> None:
+    """The position and objective controls of sections 1 and 2, under the first heatmap (which reads neither).
+    Each control reruns only the sections that read it."""
+    cols = st.columns(2)
     labels = sel.query_tokens
-    URL.at.widget(cols[1].selectbox, "Position", hi=len(labels) - 1, default=default_position(sel),
+    URL.at.widget(cols[0].selectbox, "Position", hi=len(labels) - 1, default=default_position(sel),
                   format_func=lambda i: f"{i}: {labels[i]}",
                   help="Used by the contribution waterfall and by the one-logit gradient.")
-    URL.obj.widget(cols[2].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get)
+    URL.obj.widget(cols[1].radio, "Gradient of", choices=objectives(sel), format_func=OBJECTIVES.get)
     if not A.scored_positions(sel.targets, len(sel.query_tokens)):
         st.info("This input has no position with a right answer, so there is no loss: gradients are of the "
                 "model's own top logit at the chosen position.")
@@ -174,10 +183,10 @@ def focus(sel: Selection) -> Focus:
 
 
 def focus_sections(sel: Selection) -> None:
-    """The focus controls, then sections 1 (forward) and 2 (backward), whose figures read them: each figure that
-    does is a section the controls rerun by key, so a change redraws those figures and nothing else."""
+    """Sections 1 (forward) and 2 (backward) with their focus controls (the stack beside the first heatmap, the
+    position and objective under it), whose figures read them: each figure that does is a section the controls
+    rerun by key, so a change redraws those figures and nothing else."""
     with S.group("depth-focus"):
-        controls(sel)
         forward_panel(sel)
         backward_panel(sel)
 
@@ -197,17 +206,29 @@ def experiment_sections() -> None:
 
 
 def stream_size_section(sel: Selection) -> None:
-    """The stream's length after every sublayer, per token."""
+    """The stream's length after every sublayer, per token: a short lead and the stack beside it, the chart,
+    then the rest of the explanation one click away."""
     cfg = sel.model.cfg
     st.subheader("How big the stream is after every sublayer")
-    st.markdown(
-        "Each row is one state of the stream (the embedding at the bottom, then after every attention and MLP "
-        "sublayer), each column a token, the colour the vector's length. In a **pre-LN** model nothing shrinks the "
-        "stream between blocks, so it grows as sublayers pile their outputs onto it. In a **post-LN** model every "
-        "state after an addition is normalised again (and scaled by LayerNorm's learned gain), so those rows stay near "
-        f"√d_model = {math.sqrt(cfg.d_model):.1f} instead of growing.")
-    st.latex(r"\|x_l\|_2 = \Big(\sum_{i=1}^{d_\text{model}} x_{l,i}^2\Big)^{1/2}")
+    lead, stack = st.columns([3, 1]) if is_encdec(sel) else (st.container(), None)
+    lead.markdown("One row per state of the stream, one column per token; the colour is the vector's length. "
+                  "Pre-LN streams grow, post-LN ones stay near √d_model.")
+    if stack is not None:
+        with stack:
+            stack_control(sel)
+    else:
+        stack_control(sel)
     norms_chart(sel)
+    model_facts(sel)
+    with st.expander("How to read this chart"):
+        st.markdown(
+            "Each row is one state of the stream (the embedding at the bottom, then after every attention and MLP "
+            "sublayer), each column a token, the colour the vector's length. In a **pre-LN** model nothing shrinks the "
+            "stream between blocks, so it grows as sublayers pile their outputs onto it. In a **post-LN** model every "
+            "state after an addition is normalised again (and scaled by LayerNorm's learned gain), so those rows stay "
+            f"near √d_model = {math.sqrt(cfg.d_model):.1f} instead of growing.")
+        st.latex(r"\|x_l\|_2 = \Big(\sum_{i=1}^{d_\text{model}} x_{l,i}^2\Big)^{1/2}")
+    controls(sel)
 
 
 @S.section("focus.norms", reads=("stack",))
@@ -230,8 +251,8 @@ def contributions_section(sel: Selection) -> None:
         "piece onto the direction of the final state; the diamonds show each piece's full length. A piece "
         "with a long diamond but a short bar wrote something the final state mostly does not point along. "
         "(a = attention, c = cross-attention in an encoder-decoder's decoder, m = MLP.)")
-    st.latex(r"x_L = e + p + \sum_{l}\big(a_l + [c_l] + m_l\big), \qquad "
-             r"\|x_L\| = \sum_{c}\,\big\langle c,\ \hat{x}_L \big\rangle \quad (\hat{x}_L = x_L / \|x_L\|)")
+    st.latex(r"\begin{gathered} x_L = e + p + \sum_{l}\big(a_l + [c_l] + m_l\big) \\ "
+             r"\|x_L\| = \sum_{c}\,\big\langle c,\ \hat{x}_L \big\rangle \quad (\hat{x}_L = x_L / \|x_L\|) \end{gathered}")
     contribution_chart(sel)
 
 
@@ -355,8 +376,8 @@ def backward_panel(sel: Selection) -> None:
         "Multiply the gradient at each token's embedding by the embedding itself. To first order this is how much "
         "the number would change if that token's embedding were scaled down to nothing, and the bars add up to "
         "the change from scaling every embedding at once. Blue pushes the number up, orange down.")
-    st.latex(r"s_t = \Big\langle \frac{\partial f}{\partial e_t},\ e_t \Big\rangle, \qquad "
-             r"\sum_t s_t = \frac{d}{d\alpha} f(\alpha e)\Big|_{\alpha=1}")
+    st.latex(r"\begin{gathered} s_t = \Big\langle \frac{\partial f}{\partial e_t},\ e_t \Big\rangle \\ "
+             r"\sum_t s_t = \frac{d}{d\alpha} f(\alpha e)\Big|_{\alpha=1} \end{gathered}")
     saliency_chart(sel)
     try_this(
         "Switch **Gradient of** to one logit and move the position: which tokens light up for a sort output, "
@@ -407,8 +428,8 @@ def experiment_intro() -> None:
         "down the gradient keeps **at least** (1 − ρ)^k of its size. Without the identity path the Jacobian is J "
         "alone and k layers down the gradient keeps **at most** ρ^k: it dies geometrically. Pick ρ with the slider; "
         "the button sets it to the per-layer factor measured on the plain stack.")
-    st.latex(r"\|J_l\| \le \rho < 1:\qquad \|g_{L-k}\| \;\ge\; (1-\rho)^k\,\|g_L\| \ \ \text{with } I, \qquad "
-             r"\|g_{L-k}\| \;\le\; \rho^k\,\|g_L\| \ \ \text{without}")
+    st.latex(r"\begin{gathered} \|J_l\| \le \rho < 1:\qquad \|g_{L-k}\| \;\ge\; (1-\rho)^k\,\|g_L\| \ \ \text{with } I \\ "
+             r"\|g_{L-k}\| \;\le\; \rho^k\,\|g_L\| \ \ \text{without} \end{gathered}")
 
 
 def experiment_controls() -> None:
@@ -596,8 +617,8 @@ def hyper_panel() -> None:
         "mixing. Sinkhorn's method gets there from any matrix of logits by rescaling rows and columns in turn.")
     st.latex(r"x_{l+1} = H^{\text{res}}_l\, x_l + "
              r"h^{\text{post}}_l \otimes F_l\big(\mathrm{LN}(h^{\text{pre}}_l \cdot x_l)\big)")
-    st.latex(r"H^{\text{res}} = \operatorname{Sinkhorn}(e^{\Theta}):\quad H\mathbf{1} = \mathbf{1},\quad "
-             r"\mathbf{1}^\top H = \mathbf{1}^\top \quad\Longrightarrow\quad \|H^{\text{res}}\|_2 = 1")
+    st.latex(r"\begin{gathered} H^{\text{res}} = \operatorname{Sinkhorn}(e^{\Theta}):\quad H\mathbf{1} = \mathbf{1},\quad "
+             r"\mathbf{1}^\top H = \mathbf{1}^\top \\ \Longrightarrow\quad \|H^{\text{res}}\|_2 = 1 \end{gathered}")
     hyper_mixing()
     try_this(
         "Slide the gain from 0.5 to 1.5: the plain stack flips from vanishing to exploding, while pre-LN barely moves.",
@@ -665,7 +686,7 @@ def twins_panel(sel: Selection) -> None:
                       key="depth.twins_norm", width="stretch",
                       config=chart_config("depth", None, "twins-pre-post-ln-stream-size"))
     right.plotly_chart(R.twins_figure(stages, grads, "‖∂ℓ/∂x‖ / ‖∂ℓ/∂x_top‖",
-                                      title="Loss gradient along the stream (relative to the top)"),
+                                      title="Loss gradient along the stream<br>(relative to the top)"),
                        key="depth.twins", width="stretch",
                        config=chart_config("depth", None, "twins-pre-post-ln-gradient"))
     st.dataframe(rows_table(T.twin_rows(data)), hide_index=True, width="stretch")
@@ -737,17 +758,17 @@ def links_section(n_path: int, heads: int, tau: float) -> None:
         "H⌊1/τ⌋ + 1 positions. Lower τ and thinner links count, each head covers more keys, and the layers needed "
         "fall to one (every dense link counts once τ ≤ 1/n); raise τ above ½ and only one-edge heads are left: the "
         "logarithm.")
-    st.latex(r"L_\tau = \left\lceil \frac{\ln n}{\ln\!\big(H \lfloor 1/\tau \rfloor + 1\big)} \right\rceil"
-             r"\qquad \tau \le \tfrac{1}{n}:\ L_\tau = 1 \qquad "
-             r"\tau > \tfrac{1}{2}:\ L_\tau = \left\lceil \frac{\ln n}{\ln (H+1)} \right\rceil")
+    st.latex(r"\begin{gathered} L_\tau = \left\lceil \frac{\ln n}{\ln\!\big(H \lfloor 1/\tau \rfloor + 1\big)} \right\rceil \\ "
+             r"\tau \le \tfrac{1}{n}:\ L_\tau = 1 \qquad "
+             r"\tau > \tfrac{1}{2}:\ L_\tau = \left\lceil \frac{\ln n}{\ln (H+1)} \right\rceil \end{gathered}")
     keys, layers = A.keys_per_head(float(tau), n_path), A.linked_layers(n_path, heads, float(tau))
     sharp = A.ideal_layers(n_path, heads)
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("dense soft attention", "1 layer", help="Every pair linked with a weight above zero.")
-    m2.metric("weight of each dense link", f"1/n = {A.dense_link_weight(n_path):.3g}")
+    m1.metric("dense soft", "1 layer", help="Dense soft attention: every pair linked with a weight above zero.")
+    m2.metric("dense link weight", f"1/n = {A.dense_link_weight(n_path):.3g}", help="The weight of each dense link.")
     m3.metric(f"links ≥ τ = {tau:g}", f"{layers} layer{'s' if layers != 1 else ''}",
               help=f"Each head gives τ to at most {keys} key(s).")
-    m4.metric("sharp heads (one edge each)", f"{sharp} layer{'s' if sharp != 1 else ''}")
+    m4.metric("sharp heads", f"{sharp} layer{'s' if sharp != 1 else ''}", help="Sharp heads: one edge each.")
     curve = R.linked_curve(n_path, heads)
     st.plotly_chart(R.linked_figure(curve["taus"], curve["layers"], curve["keys"], n_path, heads, sharp, float(tau),
                                     layers, title=f"Layers to reach all n = {n_path} positions when only weights "

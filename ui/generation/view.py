@@ -55,6 +55,7 @@ URL = Params(
 S = Sections("generation")  # the stepper's sections say which of prompt, steps and t they read
 TIMING_RUN_KEY = "generation.timing_run"
 DIAGRAM_KEY, CLICKED_KEY = "generation.diagram", "generation.clicked"
+THIS_MODEL = "★"  # marks the diagram columns of the sidebar's model
 
 
 @st.fragment  # local: the switch button reruns only this note, which then reruns the whole page
@@ -141,15 +142,23 @@ def diagram_columns(sel: Selection) -> tuple:
     columns = []
     for arch in G.FAMILIES:
         hooks = R.family_hooks(sel.model_id, sel.device, arch)
-        mine = " (this model)" if arch == sel.arch else ""
+        mine = arch == sel.arch
         stacks = ("encoder", "decoder") if arch == "encoder-decoder" else ("",)
         for stack in stacks:
             kept = tuple((h.name, h.sublayer, " × ".join(h.axes)) for h in hooks
                          if (h.stack == stack or (h.name == "hook_logits" and stack in ("", "decoder")))
                          and h.layer in (None, 0))
-            title = G.FAMILY_NAMES[arch].split(" (")[0] + (f": {stack}" if stack else "")
-            columns.append((title + mine, kept, arch == sel.arch))
+            columns.append((column_heading(arch, stack, mine), kept, mine))
     return tuple(columns)
+
+
+def column_heading(arch: str, stack: str, mine: bool) -> str:
+    """A diagram column's heading, one line short enough for a quarter of a 1024-wide screen (a second
+    line would run into the first box): the family (the encoder-decoder's shortened, with its stack),
+    marked ★ when it is this model's."""
+    family = G.FAMILY_NAMES[arch].split(" (")[0]
+    title = f"Enc-dec: {stack}" if stack else family
+    return title + (f" {THIS_MODEL}" if mine else "")
 
 
 def axes_text(info: G.HookInfo) -> str:
@@ -189,13 +198,16 @@ def anatomy_panel(sel: Selection) -> None:
     """Panel 1: the families' block diagrams, a tensor at any hook, and two identities of a layer. Its
     three interactive parts are fragments of their own; the text around them is drawn on full runs only."""
     st.subheader("1 · Anatomy of the three families")
-    st.markdown(
-        "Three ways to stack the same parts. An **encoder** (BERT-like) lets every token see every other; a "
-        "**decoder** (GPT-like) lets each token see only the past, so it can write one token after another; an "
-        "**encoder-decoder** (T5-like, the original Transformer) reads the source with an encoder and writes the "
-        "output with a decoder whose extra **cross-attention** sublayer takes its queries from the decoder and its "
-        "keys and values from the encoder's output. Each box below is a sublayer, each dot a hook point; the "
-        "diagrams use this model's sizes. Pick a hook of this model to see its tensor for your input.")
+    st.markdown("Each box is a sublayer, each dot a hook point, in this model's sizes; pick a hook (or click a dot) "
+                "to see its tensor for your input.")
+    with st.expander("Read more: encoder, decoder, encoder-decoder"):
+        st.markdown(
+            "Three ways to stack the same parts. An **encoder** (BERT-like) lets every token see every other; a "
+            "**decoder** (GPT-like) lets each token see only the past, so it can write one token after another; an "
+            "**encoder-decoder** (T5-like, the original Transformer) reads the source with an encoder and writes the "
+            "output with a decoder whose extra **cross-attention** sublayer takes its queries from the decoder and its "
+            "keys and values from the encoder's output. Each box below is a sublayer, each dot a hook point; the "
+            "diagrams use this model's sizes. Pick a hook of this model to see its tensor for your input.")
     hook_explorer(sel)
     hook_table(sel)
     identities_section(sel)
@@ -220,7 +232,7 @@ def hook_explorer(sel: Selection) -> None:
                                      "Sublayers (boxes) and hook points (dots), one block shown"),
                     key=DIAGRAM_KEY, on_select="rerun", selection_mode="points",
                     config=chart_config("generation", sel.model_id, "hook-diagram"))
-    st.caption("Click a dot in a column marked *this model* (or choose above) to see its tensor.")
+    st.caption(f"Click a dot in a column marked {THIS_MODEL} (this model's) or choose above to see its tensor.")
     info = by_name[picked]
     st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
     matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
@@ -302,8 +314,9 @@ def shapes_panel(sel: Selection) -> None:
         "itself (L_e × L_e scores); the decoder's masked self-attention compares the output so far with itself "
         "(L_d × L_d, lower triangle); cross-attention compares each decoder position with every source position "
         "(L_d × L_e). Each block below is drawn at its size: height and width are its last two axes.")
-    st.latex(r"\underbrace{Q}_{B\times h\times L_d\times d_h}\;\underbrace{K^{\top}}_{B\times h\times d_h\times L_e}"
-             r"=\underbrace{S}_{B\times h\times L_d\times L_e},\qquad \mathrm{softmax}(S)\,\underbrace{V}_{B\times h\times L_e\times d_h}")
+    st.latex(r"\begin{gathered} \underbrace{Q}_{B\times h\times L_d\times d_h}\;\underbrace{K^{\top}}_{B\times h\times d_h\times L_e}"
+             r"=\underbrace{S}_{B\times h\times L_d\times L_e} \\ \mathrm{softmax}(S)\,\underbrace{V}_{B\times h\times L_e\times d_h}"
+             r" \end{gathered}")
     if sel.arch != "encoder-decoder":
         offer_encdec(sel, "Cross-attention", "generation.switch_shapes")
     shapes_live(sel)
@@ -404,8 +417,8 @@ def stepper_panel(sel: Selection) -> None:
         "the newest token and adds one row of K and V per layer. In an encoder-decoder the encoder runs once and "
         "cross-attention's K_e and V_e are computed once, before the first step, and reused. Same outputs, less work.")
     st.latex(r"q_t = x_t W_Q,\quad K_{\le t} = \begin{bmatrix}K_{<t}\\ x_t W_K\end{bmatrix},\quad "
-             r"V_{\le t} = \begin{bmatrix}V_{<t}\\ x_t W_V\end{bmatrix},\quad "
-             r"o_t = \mathrm{softmax}\!\Big(\frac{q_t K_{\le t}^{\top}}{\sqrt{d_h}}\Big)V_{\le t}")
+             r"V_{\le t} = \begin{bmatrix}V_{<t}\\ x_t W_V\end{bmatrix}")
+    st.latex(r"o_t = \mathrm{softmax}\!\Big(\frac{q_t K_{\le t}^{\top}}{\sqrt{d_h}}\Big)V_{\le t}")
     if sel.arch == "encoder":
         offer_encdec(sel, "Generation", "generation.switch_stepper")
         st.caption("An encoder lets every token see the future, so it cannot write left to right. A decoder-only "
@@ -443,7 +456,7 @@ def step_shown(sel: Selection) -> None:
     decoder's input so far, the metrics of both runs, the encoder-decoder's setup, and where the newest token
     looks."""
     _, steps, _ = stepper_now(sel)
-    b1, b2, b3 = st.columns([1, 1, 6])
+    b1, b2, b3 = st.columns([3, 3, 10])  # wide enough for "◀ step" and "step ▶" on a 1024-wide screen
     b1.button("◀ step", key="generation.prev", on_click=move_step, args=(-1, steps - 1))
     b2.button("step ▶", key="generation.next", on_click=move_step, args=(1, steps - 1))
     with b3:
@@ -456,7 +469,7 @@ def step_shown(sel: Selection) -> None:
     written = tokens[:prefix_len + t]
     st.markdown("Decoder input so far: " + " ".join(f"`{tok}`" for tok in written)
                 + f" → step {t} writes **`{vocab.decode([step.token])[0]}`**")
-    m = st.columns(5)
+    m = st.columns(3) + st.columns(2)  # two rows: five labels side by side are cut on a 1024-wide screen
     m[0].metric("positions fed", step.fed, delta=step.fed - plain.fed, delta_color="inverse",
                 help="with the cache; the delta compares with recomputing")
     m[1].metric("K, V rows stored per layer", step.keys_stored)
@@ -494,7 +507,7 @@ def kv_cache(sel: Selection) -> None:
                         config=chart_config("generation", sel.model_id, f"key-cache-l{kv_layer}-step{t}"))
     with c2:
         st.plotly_chart(R.tensor_figure(step.query[kv_layer], [f"head {h}" for h in range(step.query.shape[1])],
-                                        "d_h", "head", f"the new query q_{t}, layer {kv_layer}"),
+                                        "d_h", "head", f"new query q_{t}, layer {kv_layer}"),
                         key="generation.query",
                         config=chart_config("generation", sel.model_id, f"new-query-l{kv_layer}-step{t}"))
 
@@ -504,9 +517,10 @@ def work_per_step(sel: Selection) -> None:
     """The work of every step both ways, the step marked, and its download."""
     _, _, t, with_cache, without, diff = traces_now(sel)
     st.plotly_chart(R.counters_figure(tuple(with_cache.counters()), tuple(without.counters()), t,
-                                      "Work per step: with the cache flat (projections) or linear (attention); "
-                                      "without it, growing"), key="generation.counters",
+                                      "Work per step, with and without the cache"), key="generation.counters",
                     config=chart_config("generation", sel.model_id, f"work-per-step-step{t}"))
+    st.caption("With the cache the work per step stays flat (projections) or grows linearly (attention); "
+               "without it, it keeps growing.")
     csv_download(lambda: decoding_counters(with_cache, without, diff), "decoding-counters.csv",
                  "generation.counters_csv")
 
@@ -531,7 +545,7 @@ def timing_measured(sel: Selection) -> None:
     """The timing length (up to what the prompt leaves room for), Measure again, and the measured chart."""
     prompt = stepper_now(sel)[0]
     cap = timing_cap(sel, prompt)
-    c1, c2 = st.columns([3, 1])
+    c1, c2 = st.columns([2, 1])  # room for the whole "Measure again" on a 1024-wide screen
     with c1:
         n = URL.tlen.widget(st.slider, "tokens to generate for timing", hi=cap, default=min(64, cap))
     with c2:
@@ -598,9 +612,10 @@ def leak_gradients(sel: Selection) -> None:
     """One example taken apart: both models' sources and the gradients of each step on future targets."""
     seed = URL.ex.widget(st.number_input, "example", step=1, help="Which sorted example to take apart.")
     data = R.leakage_example(sel.device, int(seed))
-    st.markdown(f"Leaky source: `{' '.join(data['leaky source'])}` · proper source: "
-                f"`{' '.join(data['proper source'])}`")
-    maps = (("leaky: the encoder reads the answer", data["leaky"]), ("proper: the encoder reads the digits", data["proper"]))
+    st.markdown(f"Leaky source: `{' '.join(data['leaky source'])}`  \n"  # a line each: code does not wrap
+                f"Proper source: `{' '.join(data['proper source'])}`")
+    # Short panel titles: two long ones ran into each other on a 1024-wide screen.
+    maps = (("leaky: reads the answer", data["leaky"]), ("proper: reads the digits", data["proper"]))
     st.plotly_chart(R.gradients_figure(maps, list(data["answer"]), list(data["tgt"]),
                                        "Gradient of the prediction at step t with respect to target token y_k"),
                     key="generation.gradients", config=chart_config("generation", None, f"leak-gradients-example{seed}"))

@@ -33,7 +33,8 @@ from ui.heads import runs as R
 from ui.shell.export import chart_config
 from ui.shell.figures import cached
 from ui.heads.runs import ABLATION_EXAMPLES, MI_COMPONENTS
-from ui.shell.page import computed, pick_index, rows_table, try_this
+from ui.shell.kinds import KIND_HELP, short_kind
+from ui.shell.page import computed, lead, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Int, Multi, Params
 from ui.shell.runs import run
 from ui.shell.sections import Sections
@@ -41,14 +42,16 @@ from ui.shell.sidebar import Selection
 
 VIEW_SUB, VIEW_CIRC, VIEW_PCA, VIEW_ROLES, VIEW_ABL, VIEW_TOY, VIEW_ORTH = (
     "subspaces", "circuits", "qk", "roles", "ablation", "toy", "orthogonal")
-VIEWS = {VIEW_SUB: "Subspaces", VIEW_CIRC: "Circuits", VIEW_PCA: "Queries & keys", VIEW_ROLES: "Roles & redundancy",
-         VIEW_ABL: "Ablation", VIEW_TOY: "Two-head toy", VIEW_ORTH: "Orthogonal query"}
+# Short tab titles, so all seven fit one strip beside the sidebar on a 1024-wide screen (longer ones pushed the
+# last tabs out of sight there); each tab's heading says it in full.
+VIEWS = {VIEW_SUB: "Subspaces", VIEW_CIRC: "Circuits", VIEW_PCA: "Q & K", VIEW_ROLES: "Roles",
+         VIEW_ABL: "Ablation", VIEW_TOY: "Toy", VIEW_ORTH: "Orthogonal"}
 VIEW_OF_LABEL = {label: view for view, label in VIEWS.items()}
 TOY_STEP_CHOICES = [200, 300, 400, 600, 800, 1000, 1500]
 
 
 def view_word(label: str) -> str:
-    """A tab's short URL name ('roles') for its title ('Roles & redundancy')."""
+    """A tab's short URL name ('qk') for its title ('Q & K')."""
     return VIEW_OF_LABEL.get(label, label)
 
 
@@ -111,8 +114,8 @@ def pick_kind(sel: Selection) -> AttentionKind:
         URL.kind.clear()
         return kinds[0]
     by_key = {k.key: k for k in kinds}
-    key = URL.kind.widget(st.segmented_control, "Which attention", choices=tuple(by_key), required=True,
-                          format_func=lambda k: by_key[k].label)
+    key = URL.kind.widget(st.selectbox, "Which attention", choices=tuple(by_key),
+                          format_func=lambda k: short_kind(by_key[k]), width=250, help=KIND_HELP)
     return by_key[key]
 
 
@@ -172,28 +175,34 @@ def set_budget(keys: list[str], d_model: int, d_v: int, n_heads: int) -> None:
 
 
 def subspace_panel(sel: Selection):
-    """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget."""
+    """Principal angles, cross-Gram norms, effective ranks and the h * d_v <= d_model budget. Each part: a short
+    lead, its figure, and the longer explanation and formulas one click away."""
     subspace_heading(sel)
-    st.markdown(
-        "Each head reads the residual stream through its own matrices. The columns of $W_V^h$ span the "
-        "**value subspace** of head $h$: the only directions it can copy information from. Two heads look at "
-        "the same information when their subspaces overlap. We measure the overlap with **principal "
-        "angles**: take an orthonormal basis $Q$ of each subspace; the singular values of $Q_i^\\top Q_j$ are "
-        "the cosines of the angles. 0° means a shared direction, 90° means none. Heads are fully independent "
-        "only when *every* angle is 90°, which is the same as $(W_V^i)^\\top W_V^j = 0$.")
-    st.latex(r"\cos\theta_k = \sigma_k\!\left(Q_i^{\top} Q_j\right),\qquad Q_i = \operatorname{orth}(W_V^{i})")
-    st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
     subspace_explorer(sel)
-    st.markdown(
-        "**The budget.** If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
-        "have to fit side by side in the $d_{model}$-dimensional residual stream: $h \\cdot d_v \\le d_{model}$, "
-        "so at most $h_{max} = \\lfloor d_{model} / d_v \\rfloor$ heads can be mutually orthogonal. The usual "
-        "choice $d_v = d_{model} / h$ uses the budget exactly, and the total cost of a layer stays the same "
-        "however many heads you split it into. Change the numbers to see the picture for other sizes (the "
-        "model is not changed).")
-    st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
-             r"\right\rfloor")
+    with st.expander("The maths: principal angles"):
+        st.markdown(
+            "Each head reads the residual stream through its own matrices. The columns of $W_V^h$ span the "
+            "**value subspace** of head $h$: the only directions it can copy information from. Two heads look at "
+            "the same information when their subspaces overlap. We measure the overlap with **principal "
+            r"angles**: take an orthonormal basis $Q$ of each subspace; the singular values of $Q_i^\top Q_j$ are "
+            "the cosines of the angles. 0° means a shared direction, 90° means none. Heads are fully independent "
+            r"only when *every* angle is 90°, which is the same as $(W_V^i)^\top W_V^j = 0$.")
+        st.latex(r"\cos\theta_k = \sigma_k\!\left(Q_i^{\top} Q_j\right),\qquad Q_i = \operatorname{orth}(W_V^{i})")
+        st.latex(r"\text{heads } i, j \text{ orthogonal} \iff (W_V^{i})^{\top} W_V^{j} = 0")
+    st.markdown("**The budget.** Heads can be mutually orthogonal only while their subspaces fit side by side in "
+                r"the stream: $h \cdot d_v \le d_{model}$. Change the numbers to see other sizes (the model is "
+                "not changed).")
     subspace_budget(sel)
+    with st.expander("Read more: the budget"):
+        st.markdown(
+            "If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
+            r"have to fit side by side in the $d_{model}$-dimensional residual stream: $h \cdot d_v \le d_{model}$, "
+            r"so at most $h_{max} = \lfloor d_{model} / d_v \rfloor$ heads can be mutually orthogonal. The usual "
+            "choice $d_v = d_{model} / h$ uses the budget exactly, and the total cost of a layer stays the same "
+            "however many heads you split it into. Change the numbers to see the picture for other sizes (the "
+            "model is not changed).")
+        st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
+                 r"\right\rfloor")
     try_this("Switch the matrix between W_Q, W_K and W_V. Are the heads more alike in what they look for (W_Q, "
              "W_K) or in what they copy (W_V)?",
              "Pick a randomly initialised model you trained on the Train page (few steps) and compare its angles "
@@ -203,8 +212,10 @@ def subspace_panel(sel: Selection):
 
 @S.section("subspaces.heading", reads=("layer",), view=VIEW_SUB)
 def subspace_heading(sel: Selection) -> None:
-    """The tab's heading, which names the layer."""
-    st.subheader(f"Which directions each head uses (layer {picked(sel)[1]})")
+    """The tab's heading, which names the layer, as the bold start of its one-line lead (a heading of its own
+    pushed the first figure off a 1024 x 768 screen)."""
+    st.markdown(f"**Which directions each head uses (layer {picked(sel)[1]}).** Each head reads the stream through "
+                f"its own subspace; overlapping subspaces (**0°**) share information, **90°** means none.")
 
 
 # local: the matrix, angle and norm controls redraw only these controls, the angles, overlaps and ranks
@@ -214,51 +225,57 @@ def subspace_explorer(sel: Selection) -> None:
     ranks and the joint-rank metrics (all read the matrix picked here; the budget below does not)."""
     cfg = sel.model.cfg
     kind, layer, _ = picked(sel)
-    c1, c2, c3 = st.columns([3, 2, 2])
-    with c1:
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):  # one row; wraps when narrow
         which = URL.matrix.widget(st.segmented_control, "Matrix", required=True,
                                   help="W_Q, W_K, W_V: what a head reads from the residual stream. W_O (transposed): where it writes.")
-    with c2:
         reduce = st.segmented_control("Angle shown in each cell", ["mean", "min"], key="heads.reduce",
                                       default="mean", required=True,
                                       format_func={"mean": "mean of all", "min": "smallest"}.get)
-    with c3:
-        normalised = st.toggle("Scale-free norms", key="heads.norm_gram",
-                               help="Divide each norm by ‖W^i‖ ‖W^j‖, so it no longer depends on how large the "
-                                    "weights are.")
     rep = R.subspaces(sel.model_id, sel.device, kind.key, layer, which, reduce)
     labels = [f"H{h}" for h in range(cfg.n_heads)]
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**Principal angles between the heads' {which} subspaces** "
-                    f"({'mean of all' if reduce == 'mean' else 'smallest'}, degrees)")
+        st.markdown(f"**Angles between {which} subspaces** (°)",
+                    help=f"Principal angles between the heads' {which} subspaces, in degrees: the "
+                         f"{'mean of all' if reduce == 'mean' else 'smallest'} of each pair's angles.")
         st.plotly_chart(angle_fig(rep.angles, rep.all_angles, labels, which, reduce),
                         key="heads.fig_angles",
                         config=chart_config("heads", sel.model_id, f"angles-{which}-{kind.key}-l{layer}"))
     with right:
-        st.markdown(f"**Overlap** $\\|(W^i)^\\top W^j\\|_F$ for {which}" + (" divided by $\\|W^i\\|_F\\|W^j\\|_F$"
-                                                                        if normalised else ""))
-        st.plotly_chart(gram_fig(rep.gram_normalised if normalised else rep.gram, labels, which, normalised),
-                        key="heads.fig_gram",
-                        config=chart_config("heads", sel.model_id, f"overlap-{which}-{kind.key}-l{layer}"))
+        title, chart = st.container(), st.container()  # filled once the toggle under them is read
+        # under the chart it changes (in the row above it took a row of its own on a narrow screen)
+        normalised = st.toggle("Scale-free norms", key="heads.norm_gram",
+                               help="Divide each norm by ‖W^i‖ ‖W^j‖, so it no longer depends on how large the "
+                                    "weights are.")
+        title.markdown(f"**Overlap** $\\|(W^i)^\\top W^j\\|_F$ for {which}" + (" divided by $\\|W^i\\|_F\\|W^j\\|_F$"
+                                                                              if normalised else ""))
+        chart.plotly_chart(gram_fig(rep.gram_normalised if normalised else rep.gram, labels, which, normalised),
+                           key="heads.fig_gram",
+                           config=chart_config("heads", sel.model_id, f"overlap-{which}-{kind.key}-l{layer}"))
     st.caption("The diagonal compares a head with itself (0°). Hover a cell to see every principal angle of the "
                f"pair: there are d_head = {cfg.d_head} of them.")
 
-    st.markdown(
-        "**How many directions does a head really use?** A head has $d_{head}$ columns, but training may put "
-        "most of the weight into a few of them. The **effective rank** (entropy-based: the exponential of the "
-        "entropy of the singular values divided by their sum) is 1 when one direction carries everything and "
-        "$d_{head}$ when all are used equally.")
-    st.latex(r"\operatorname{erank}(W) = \exp\Big(-\sum_k p_k \ln p_k\Big),\qquad p_k = \frac{\sigma_k}{\sum_j \sigma_j}")
+    st.markdown("**How many directions does a head really use?** The **effective rank** is 1 when one direction "
+                "carries everything and $d_{head}$ when all are used equally.")
+    with st.expander("The maths: effective rank"):
+        st.markdown(
+            "A head has $d_{head}$ columns, but training may put "
+            "most of the weight into a few of them. The **effective rank** (entropy-based: the exponential of the "
+            "entropy of the singular values divided by their sum) is 1 when one direction carries everything and "
+            "$d_{head}$ when all are used equally.")
+        st.latex(r"\operatorname{erank}(W) = \exp\Big(-\sum_k p_k \ln p_k\Big),\qquad p_k = \frac{\sigma_k}{\sum_j \sigma_j}")
     left, right = st.columns([3, 2])
     with left:
         st.markdown(f"**Effective rank of each head's {which}**")
         st.plotly_chart(erank_fig(rep.eff_rank, labels, cfg.d_head, which), key="heads.fig_erank",
                         config=chart_config("heads", sel.model_id, f"effective-rank-{which}-{kind.key}-l{layer}"))
     with right:
-        st.metric(f"all {cfg.n_heads} heads' {which} side by side: rank", f"{rep.joint_rank} of {cfg.d_model}",
-                  help="How many residual-stream dimensions the heads of this layer reach together.")
-        st.metric("their effective rank together", f"{rep.joint_eff_rank:.1f}")
+        # short labels: a metric cuts a long one with '...' in a narrow column; the help says it in full
+        st.metric(f"rank, {cfg.n_heads} heads' {which}", f"{rep.joint_rank} of {cfg.d_model}",
+                  help=f"All {cfg.n_heads} heads' {which} side by side: their rank. How many residual-stream "
+                       "dimensions the heads of this layer reach together.")
+        st.metric("effective rank, together", f"{rep.joint_eff_rank:.1f}",
+                  help=f"The effective rank of all {cfg.n_heads} heads' {which} side by side.")
         st.metric("h_max = ⌊d_model / d_v⌋", f"{rep.h_max}", help="The most heads whose value spaces can be "
                   "pairwise orthogonal in this model's width.")
 
@@ -290,15 +307,17 @@ def subspace_budget(sel: Selection) -> None:
 def circuits_panel(sel: Selection):
     """The QK and OV circuits of one head as token x token tables, with their singular values."""
     circuits_heading(sel)
-    st.markdown(
-        "A head does two separate jobs. Its **QK circuit** decides *where to look*: the score a query token "
-        "gives a key token. Its **OV circuit** decides *what to write*: how attending to a token changes the "
-        "logits of every output token. Both can be read straight from the weights by feeding in the token "
-        "embeddings. The tables skip the positional encodings and every earlier layer (we pass each embedding "
-        "through the LayerNorm in front of this layer, as a pre-LN model does), so they are exact for layer 0 of "
-        "a model without positions and a first approximation otherwise.")
-    st.latex(r"\text{QK}^h = \frac{(E\,W_Q^h)(E\,W_K^h)^{\top}}{\sqrt{d_{\text{head}}}},\qquad "
-             r"\text{OV}^h = E\,W_V^h\,W_O^h\,W_U^{\top}")
+    lead("A head's **QK circuit** decides *where to look*, its **OV circuit** *what to write*; both are read straight "
+         "from the weights.",
+         "Read more: how the tables are made, and the maths",
+         "A head does two separate jobs. Its **QK circuit** decides *where to look*: the score a query token gives a "
+         "key token. Its **OV circuit** decides *what to write*: how attending to a token changes the logits of every "
+         "output token. Both can be read straight from the weights by feeding in the token embeddings. The tables skip"
+         " the positional encodings and every earlier layer (we pass each embedding through the LayerNorm in front of "
+         "this layer, as a pre-LN model does), so they are exact for layer 0 of a model without positions and a first "
+         "approximation otherwise.",
+         r"\text{QK}^h = \frac{(E\,W_Q^h)(E\,W_K^h)^{\top}}{\sqrt{d_{\text{head}}}},",
+         r"\text{OV}^h = E\,W_V^h\,W_O^h\,W_U^{\top}")
     circuit_tables(sel)
     try_this("On an induction model, find the head in layer 1 whose OV table has a bright diagonal: it copies the "
              "token it attends to. Then look at the same head's QK table.",
@@ -387,14 +406,17 @@ def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: 
 def projection_panel(sel: Selection):
     """One head's queries and keys for the current input, in a shared 2-D PCA plane."""
     projection_heading(sel)
-    st.markdown(
-        "Each token of your input gets a query vector and a key vector of $d_{head}$ numbers. We project all of them "
-        "onto the two directions along which they vary most (principal component analysis, queries and keys "
-        "together, so both live in one picture). Lines join each query to the keys it gives a large share of "
-        "its attention. The picture keeps only part of the geometry (see the percentages on the axes); the "
-        "attention itself uses all $d_{head}$ directions.")
-    st.latex(r"s_{ij} = \frac{q_i\cdot k_j}{\sqrt{d_{\text{head}}}},\qquad [\,\tilde q_i\;\tilde k_j\,] = "
-             r"[\,q_i\;k_j\,]\,V_{2}\quad (V_2:\ \text{top two principal axes})")
+    lead("Each token's query and key, on the two directions along which they vary most; lines join a query to the keys"
+         " it attends to.",
+         "How to read this chart",
+         "Each token of your input gets a query vector and a key vector of $d_{head}$ numbers. We project all of them "
+         "onto the two directions along which they vary most (principal component analysis, queries and keys together,"
+         " so both live in one picture). Lines join each query to the keys it gives a large share of its attention. "
+         "The picture keeps only part of the geometry (see the percentages on the axes); the attention itself uses all"
+         " $d_{head}$ directions.",
+         r"s_{ij} = \frac{q_i\cdot k_j}{\sqrt{d_{\text{head}}}},",
+         r"[\,\tilde q_i\;\tilde k_j\,] = "
+         r"[\,q_i\;k_j\,]\,V_{2}\quad (V_2:\ \text{top two principal axes})")
     projection_plane(sel)
     rope_note(sel)
     try_this("Find a previous-token head (Roles tab) and look at it here: each query should sit near the key of "
@@ -442,16 +464,16 @@ def rope_note(sel: Selection) -> None:
 def roles_panel(sel: Selection):
     """Role scores per layer x head, then pattern similarity and output mutual information."""
     st.subheader("What kind of head is it?")
-    st.markdown(
-        "Some heads do a job we can name. We score every head against four such jobs. A **previous-token** head "
-        "sends each token's attention to the token just before it. An **induction** head, at a token t, looks "
-        "at the token that *followed* the previous copy of t (so it can predict that the pattern repeats). A "
-        "**subject** head, at the verb slot of the agreement task, looks at the sentence's subject. A "
-        "**first-token sink** parks attention on the very first position when it has nothing better to do. "
-        "Previous-token, induction and sink are measured on random sequences repeated twice (the same for every "
-        "model); the subject score on the agreement task's own sentences.")
-    st.latex(r"\text{induction}(h) = \operatorname{mean}_{t}\; A^h_{t,\;s(t)+1},\qquad "
-             r"s(t) = \max\{\,s<t : x_s = x_t\,\}")
+    lead("Some heads do a job we can name: **previous-token**, **induction**, **subject** or **first-token sink**.",
+         "Read more: the four roles and how they are measured",
+         "Some heads do a job we can name. We score every head against four such jobs. A **previous-token** head sends"
+         " each token's attention to the token just before it. An **induction** head, at a token t, looks at the token"
+         " that *followed* the previous copy of t (so it can predict that the pattern repeats). A **subject** head, at"
+         " the verb slot of the agreement task, looks at the sentence's subject. A **first-token sink** parks "
+         "attention on the very first position when it has nothing better to do. Previous-token, induction and sink "
+         "are measured on random sequences repeated twice (the same for every model); the subject score on the "
+         "agreement task's own sentences.",
+         r"\text{induction}(h) = \operatorname{mean}_{t}\; A^h_{t,\;s(t)+1},", r"s(t) = \max\{\,s<t : x_s = x_t\,\}")
     role_scores(sel)
 
 
@@ -478,15 +500,19 @@ def role_scores(sel: Selection) -> None:
                "its attention evenly, for comparison. " + " ".join(f"**{r}**: {n}." for r, n in roles.notes.items()))
 
     st.subheader("Do heads repeat each other?")
-    st.markdown(
-        "Several heads are only useful if they do different things. Left: how alike two heads' attention "
-        "patterns are, as 1 minus the Jensen-Shannon divergence between their rows (1 = the same weights, 0 = "
-        "never the same keys). Right: how much information two heads' outputs share, estimated as the mutual "
-        "information of a Gaussian fitted to them: each head's output z is reduced to its top "
-        f"{MI_COMPONENTS} principal components, and with canonical correlations ρ between the two heads, "
-        "I = −½ Σ ln(1 − ρ²). This counts information shared linearly and is exact only for Gaussian data.")
-    st.latex(r"\operatorname{sim}(h,g) = 1 - \operatorname{mean}_i \operatorname{JS}\big(A^h_{i\cdot}\,\|\,A^g_{i\cdot}\big),"
-             r"\qquad \hat I(z^h; z^g) = -\tfrac12 \sum_k \ln\!\big(1-\rho_k^2\big)")
+    lead("Left: how alike two heads' patterns are (1 = the same weights). Right: how much information their outputs "
+         "share.",
+         "Read more: how both are estimated, and the maths",
+         "Several heads are only useful if they do different things. Left: how alike two heads' attention "
+         "patterns are, as 1 minus the Jensen-Shannon divergence between their rows (1 = the same weights, 0 = "
+         "never the same keys). Right: how much information two heads' outputs share, estimated as the mutual "
+         "information of a Gaussian fitted to them: each head's output z is reduced to its top "
+         f"{MI_COMPONENTS} principal components, and with canonical correlations ρ between the two heads, "
+         "I = −½ Σ ln(1 − ρ²). This counts information shared linearly and is exact only for Gaussian data.",
+         r"\operatorname{sim}(h,g) = 1 - \operatorname{mean}_i "
+         r"\operatorname{JS}\big(A^h_{i\cdot}\,\|\,A^g_{i\cdot}\big),",
+         r"\hat I(z^h; z^g) = -\tfrac12 \sum_k "
+         r"\ln\!\big(1-\rho_k^2\big)")
     left, right = st.columns(2)
     with left:
         st.markdown("**Pattern similarity** (1 − JS divergence)")
@@ -518,14 +544,17 @@ def ablation_panel(sel: Selection):
     """Zero- or mean-ablate any set of heads; then every head alone, ranked."""
     task = sel.task
     st.subheader("What breaks without a head?")
-    st.markdown(
-        f"To learn what a head is for, take it away and measure the damage. **Zero ablation** replaces the head's "
-        f"output $z^h$ by zeros; **mean ablation** replaces it by its average over many inputs, which removes what "
-        f"the head says about *this* input while keeping its usual offset. The model itself is never changed: "
-        f"each run passes a replacement function for `blocks.ℓ.attn.hook_z`. We score {ABLATION_EXAMPLES} fresh "
-        f"examples of the task *{task.title}* (the mean is taken over the same examples).")
-    st.latex(r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
-             r"\mathbb{E}_{x}\big[z^h(x)\big],\qquad \Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
+    lead("Remove heads and measure the damage: **zero ablation** replaces a head's output by zeros, **mean ablation** "
+         "by its average.",
+         "Read more: the two ablations, and the maths",
+         f"To learn what a head is for, take it away and measure the damage. **Zero ablation** replaces the head's "
+         f"output $z^h$ by zeros; **mean ablation** replaces it by its average over many inputs, which removes what "
+         f"the head says about *this* input while keeping its usual offset. The model itself is never changed: "
+         f"each run passes a replacement function for `blocks.ℓ.attn.hook_z`. We score {ABLATION_EXAMPLES} fresh "
+         f"examples of the task *{task.title}* (the mean is taken over the same examples).",
+         r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
+         r"\mathbb{E}_{x}\big[z^h(x)\big],",
+         r"\Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
     ablation_results(sel)
 
 
@@ -605,18 +634,21 @@ def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[d
 def toy_panel():
     """Train a 1-layer model with 1, 2 or 4 heads on a task that needs one lookup in each of two orthogonal subspaces."""
     st.subheader("Two heads, two subspaces: train it yourself")
-    st.markdown(
-        "A toy where we *know* the answer. Each memory item is a letter-digit pair such as `a3`; its embedding "
-        "puts the letter in dimensions 0-3 and the digit in dimensions 4-7 (one-hot), so letters and digits "
-        "live in **two orthogonal subspaces**. A query such as `a1?` asks two questions at once: the answer's "
-        "letter is the letter of the item holding digit 1, and its digit is the digit of the item holding letter "
-        "a. With memory `a3 c1 d2`, the query `a1?` answers `c3`. One lookup matches on letters, the other on "
-        "digits. A model with one layer ($d_{head}$ = 4, no positions, no LayerNorm, embedding frozen) learns it "
-        "in a few seconds here. With two heads, watch whether each head takes one subspace. With one head, the "
-        "single attention pattern has to serve both lookups at once; with four, there are spare heads.")
-    st.latex(r"x = \big[\,\underbrace{e_{\text{letter}}}_{\text{dims } 0\text{-}3}\;\big|\;"
-             r"\underbrace{e_{\text{digit}}}_{\text{dims } 4\text{-}7}\;\big|\;\text{query/memory flag}\,\big],"
-             r"\qquad q\cdot k = x_q^{\top}\, W_Q^h W_K^{h\top}\, x_k")
+    lead("A toy where we *know* the answer: each query needs one lookup on letters and one on digits, in **two "
+         "orthogonal subspaces**.",
+         "Read more: the task, and the maths",
+         "A toy where we *know* the answer. Each memory item is a letter-digit pair such as `a3`; its embedding puts "
+         "the letter in dimensions 0-3 and the digit in dimensions 4-7 (one-hot), so letters and digits live in **two "
+         "orthogonal subspaces**. A query such as `a1?` asks two questions at once: the answer's letter is the letter "
+         "of the item holding digit 1, and its digit is the digit of the item holding letter a. With memory `a3 c1 "
+         "d2`, the query `a1?` answers `c3`. One lookup matches on letters, the other on digits. A model with one "
+         "layer ($d_{head}$ = 4, no positions, no LayerNorm, embedding frozen) learns it in a few seconds here. With "
+         "two heads, watch whether each head takes one subspace. With one head, the single attention pattern has to "
+         "serve both lookups at once; with four, there are spare heads.",
+         r"x = \big[\,\underbrace{e_{\text{letter}}}_{\text{dims } "
+         r"0\text{-}3}\;\big|\;\underbrace{e_{\text{digit}}}_{\text{dims } 4\text{-}7}\;\big|\;\text{query/memory "
+         r"flag}\,\big],",
+         r"q\cdot k = x_q^{\top}\, W_Q^h W_K^{h\top}\, x_k")  # a line of its own: together they overflowed
     st.markdown("A head that matches only on letters has its $W_Q^h W_K^{h\\top}$ inside the letter × letter "
                 "block; a digit head inside the digit × digit block.")
     toy_run()
@@ -625,7 +657,7 @@ def toy_panel():
              "catches up, by leaning on the letter item, keeping some weight on the digit item and letting the MLP "
              "untangle the mix.",
              "Train 2 heads with seeds 0 to 5. Does every seed split the work one head per subspace? When a run stays "
-             "'mixed', look at its $W_Q W_K^\\top$ blocks: both heads use a bit of both.",
+             r"'mixed', look at its $W_Q W_K^\top$ blocks: both heads use a bit of both.",
              "Train 4 heads: how many of them end up doing a lookup, and what do the others look at?")
 
 
@@ -741,13 +773,15 @@ def orthogonal_panel(sel: Selection):
     """Add to a real query a part orthogonal to every key: every score stays the same."""
     cfg = sel.model.cfg
     st.subheader("The part of a query that no key can see")
-    st.markdown(
-        "A score is a dot product q·k, and a dot product only sees the part of q that points along k. So if we "
-        "add to q any vector u that is orthogonal to *every* key, every score stays exactly the same, and so do "
-        "the weights and the output, however large u is. Such a u exists only when the keys do not fill all "
-        f"d_head = {cfg.d_head} dimensions, for example when a query sees fewer than {cfg.d_head} keys. Below we "
-        "take a real query of this head, add such a u, and for contrast a random vector of the same length.")
-    st.latex(r"u \perp k_j\ \ \forall j \;\Longrightarrow\; (q + u)\cdot k_j = q\cdot k_j + \underbrace{u\cdot k_j}_{=\,0}")
+    lead("Add to a query any vector orthogonal to every key: the scores, the weights and the output stay exactly the "
+         "same.",
+         "Read more: when such a vector exists, and the maths",
+         "A score is a dot product q·k, and a dot product only sees the part of q that points along k. So if we "
+         "add to q any vector u that is orthogonal to *every* key, every score stays exactly the same, and so do "
+         "the weights and the output, however large u is. Such a u exists only when the keys do not fill all "
+         f"d_head = {cfg.d_head} dimensions, for example when a query sees fewer than {cfg.d_head} keys. Below we "
+         "take a real query of this head, add such a u, and for contrast a random vector of the same length.",
+         r"u \perp k_j\ \ \forall j \;\Longrightarrow\; (q + u)\cdot k_j = q\cdot k_j + \underbrace{u\cdot k_j}_{=\,0}")
     orthogonal_scores(sel)
 
 
@@ -779,9 +813,12 @@ def orthogonal_scores(sel: Selection) -> None:
         return
     model_scores = all_scores[qpos, visible]
     c1, c2, c3 = st.columns(3)
-    c1.metric("directions orthogonal to every key", f"{res.free_dims} of {cfg.d_head}")
-    c2.metric("largest score change, orthogonal part", f"{res.max_change_orth:.1e}")
-    c3.metric("largest score change, random part", f"{res.max_change_rand:.3f}")
+    # short labels (in three columns beside the sidebar a long one ends in '...'); the help says each in full
+    c1.metric("free directions", f"{res.free_dims} of {cfg.d_head}", help="Directions orthogonal to every key.")
+    c2.metric("max change, orthogonal", f"{res.max_change_orth:.1e}",
+              help="Largest score change, orthogonal part: what adding u did to the scores.")
+    c3.metric("max change, random", f"{res.max_change_rand:.3f}",
+              help="Largest score change, random part: what a random vector of the same length did.")
     st.markdown(f"**Scores of query {qpos}:`{q_tokens[qpos]}` against the keys it sees** (layer {layer}, head {head})")
     st.plotly_chart(orth_fig([k_tokens[j] for j in visible], res.scores, res.scores_orth, res.scores_rand),
                     key="heads.fig_orth",
@@ -811,16 +848,13 @@ def orthogonal_scores(sel: Selection) -> None:
 
 
 def controls(sel: Selection) -> None:
-    """The attention kind (encoder-decoder only), then layer and head in a bordered box; all in the URL. Each
-    reruns only the sections of the open tab that read it."""
+    """One compact row (it wraps on a narrow screen): the attention kind (encoder-decoder only), layer and head;
+    all in the URL. Each reruns only the sections of the open tab that read it."""
     cfg = sel.model.cfg
-    pick_kind(sel)
-    with st.container(border=True):
-        c1, c2 = st.columns(2)
-        with c1:
-            pick_index(URL.layer, "Layer", cfg.n_layers)
-        with c2:
-            pick_index(URL.head, "Head", cfg.n_heads)
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        pick_kind(sel)
+        pick_index(URL.layer, "Layer", cfg.n_layers, width=120)
+        pick_index(URL.head, "Head", cfg.n_heads, width=120)
 
 
 def draw(sel: Selection) -> None:

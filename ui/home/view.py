@@ -56,10 +56,13 @@ def page_map() -> None:
 def families_table() -> None:
     """The three families of Transformer, what each suits, and which bundled models belong to it."""
     st.subheader("Three families, all in this app")
-    st.markdown("The original Transformer had two stacks: an **encoder** that reads the input with attention in "
-                "both directions, and a **decoder** that writes the output one token at a time, looking only at "
-                "what it has written so far and, through cross-attention, at the encoder. Later models kept one "
-                "stack or both. Every model in the sidebar belongs to one of the three families:")
+    st.markdown("The original Transformer had an encoder and a decoder; later models kept one stack or both. Every "
+                "model in the sidebar belongs to one of the three families:")
+    with st.expander("Read more: what the encoder and the decoder do"):
+        st.markdown("The original Transformer had two stacks: an **encoder** that reads the input with attention in "
+                    "both directions, and a **decoder** that writes the output one token at a time, looking only at "
+                    "what it has written so far and, through cross-attention, at the encoder. Later models kept one "
+                    "stack or both. Every model in the sidebar belongs to one of the three families below.")
     by_arch: dict[str, list[str]] = {arch: [] for arch in FAMILIES}
     for entry in models.manifest():
         by_arch.setdefault(entry.get("arch", ""), []).append(entry.get("title", entry["id"]))

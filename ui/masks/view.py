@@ -15,6 +15,7 @@ controls, the receptive field's token, the block size and the legality length si
 from __future__ import annotations
 
 import hashlib
+import textwrap
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Optional
@@ -25,13 +26,15 @@ import streamlit as st
 
 from core import masks as M
 from core.analysis import masks as A
+from core.figures import masks as F
 from core.figures.heatmaps import unique_labels
 from core.tasks import get_task
 from ui.masks import runs as R
 from ui.shell import precomputed
 from ui.shell import models
 from ui.shell.export import chart_config, sidebar_model
-from ui.shell.page import computed, number_table, rows_table, try_this
+from ui.shell.figures import cached
+from ui.shell.page import computed, lead, number_table, rows_table, try_this
 from ui.shell.params import Choice, Float, Int, Param, Params, Text, general
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection, prediction_table
@@ -68,6 +71,7 @@ COST_B_KEY, REMEASURE_KEY, TIMING_RUN_KEY = "masks.cost_b", "masks.remeasure", "
 LEGALITY_LEN_KEY = "masks.legality_len"
 LEGALITY_DEFAULT_LEN, COST_DEFAULT_BLOCK = 8, 32  # the two sliders' defaults (the warm-up measures them)
 DRAWN_KEY = "masks.drawn"  # (stack [layer q k], the model's mask argument, scope) as the editor last drew it
+
 
 
 def two_decimals(value: float) -> str:
@@ -213,8 +217,8 @@ def preset_mask(preset: str, n: int, v: dict, causal: bool) -> tuple[np.ndarray,
 
 
 def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.ndarray], str]:
-    """The preset's controls, then the mask they describe and its phrase; (None, "") with the error
-    and the grammar shown when the formula cannot be used."""
+    """The preset's controls, then the mask they describe and its phrase; (None, why) when the formula cannot
+    be used (the caller shows why, and the grammar, across the page's width)."""
     values = {knob.param.name: knob.draw(prefix, url) for knob in knobs(preset, n)}
     if url:  # the other presets' parameters leave the URL
         URL.clear(*(name for name in MASK_PARAMS if name != "preset" and name not in values))
@@ -225,9 +229,15 @@ def base_mask(prefix: str, n: int, preset: str, url: bool) -> tuple[Optional[np.
     try:
         return preset_mask(preset, n, values, causal)
     except ValueError as exc:
-        st.error(literal(f"This formula cannot be used: {exc}"))
-        st.code(M.describe_formula_grammar(), language=None)
-        return None, ""
+        return None, str(exc)
+
+
+def formula_error(why: str, own: str) -> None:
+    """Why the typed formula cannot be used, what is allowed (the grammar, its lines wrapped rather than cut), and
+    which mask stands in for it meanwhile."""
+    st.error(literal(f"This formula cannot be used: {why}"))
+    st.code(M.describe_formula_grammar(), language=None, wrap_lines=True)
+    st.warning(f"Using the model's own **{own}** mask until the formula is fixed.")
 
 
 def cell_editor(prefix: str, base: np.ndarray, labels: list[str]) -> np.ndarray:
@@ -253,10 +263,10 @@ def mask_editor(prefix: str, n: int, tokens: list[str], own: str, url: bool, nam
                                    key=editor_key(prefix, URL.preset), format_func=PRESETS.get, feeds="mask",
                                    help="A preset or your own formula; then tick or untick single cells below.")
         base, description = base_mask(prefix, n, preset, url)
-        if base is None:
-            base = M.causal(n).numpy() if own == "causal" else M.full(n).numpy()
-            description = f"the formula has an error, so the model's own {own} mask is used"
-            st.warning(f"Using the model's own **{own}** mask until the formula is fixed.")
+    if base is None:  # under both columns, full width: in the narrow left one the grammar was cut at its edge
+        formula_error(description, own)
+        base = M.causal(n).numpy() if own == "causal" else M.full(n).numpy()
+        description = f"the formula has an error, so the model's own {own} mask is used"
     st.markdown("**Edit single cells.** A tick means the query (row) may attend to the key (column). "
                 "Changing the preset or formula above starts again from it.")
     mask = cell_editor(prefix, base, unique_labels(tokens))
@@ -264,9 +274,40 @@ def mask_editor(prefix: str, n: int, tokens: list[str], own: str, url: bool, nam
     if edited:
         description += f", with {edited} cell(s) edited by hand"
     with right:  # drawn above the cell editor, showing the mask after the cell edits
-        st.plotly_chart(R.mask_grid_figure(mask, tokens, tokens, title=f"{name}: {description}"),
+        st.plotly_chart(titled_mask_grid(mask, tuple(tokens), f"{name}: {description}"),
                         key=f"{prefix}.grid", config=chart_config("masks", None, name))
     return mask
+
+
+TITLE_CHARS = 38  # a title line that fits the editor's grid beside the sidebar on a 1024-wide screen (16 px font)
+TITLE_LINE_PX = 21  # plotly's line height for that font
+
+
+def wrap_title(text: str, width: int = TITLE_CHARS) -> tuple[str, int]:
+    """`text` broken at spaces into lines of at most `width` characters joined by plotly's <br> (a word longer
+    than that stays whole), and the number of lines. A grid's title such as "your mask (every layer): the formula
+    has an error, ..." ran past the figure's right edge, cut, even on a 1440-wide screen. The text is already
+    safe for a plotly title (`plotly_literal` escaped the student's formula), and its escapes hold no spaces, so
+    breaking at spaces cannot split one."""
+    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [text]
+    return "<br>".join(lines), len(lines)
+
+
+def _mask_grid_wrapped(mask: np.ndarray, tokens: tuple, title: str):
+    """core.figures.masks.mask_grid with its title wrapped (`wrap_title`), and the top margin and the height
+    grown by the extra title lines so they sit above the key labels rather than on them. Plotly places a title
+    of several lines by its last line, so the title is also pushed down by the lines above that (`pad`), and the
+    margin grows by both (measured in chromium: with less, a third line sat level with the axis title)."""
+    text, lines = wrap_title(title)
+    fig = F.mask_grid(mask, tokens, tokens, title=text)
+    extra = TITLE_LINE_PX * (lines - 1)
+    if extra:
+        fig.update_layout(margin_t=fig.layout.margin.t + 2 * extra, height=fig.layout.height + 2 * extra,
+                          title_pad_t=fig.layout.title.pad.t + extra)
+    return fig
+
+
+titled_mask_grid = cached(_mask_grid_wrapped)  # memoised and shipped ready-serialised, like ui.masks.runs' figures
 
 
 def empty_rows_warning(sel: Selection, stack: np.ndarray) -> None:
@@ -290,13 +331,18 @@ def editor_panel(sel: Selection, n: int) -> None:
     st.header("1. Draw the mask")
     where = ("the decoder's own self-attention (the encoder and cross-attention keep their masks)"
              if sel.arch == "encoder-decoder" else f"every attention layer of this {sel.arch}")
-    st.markdown(
-        f"A mask is a table of yes/no: may query *i* read key *j*? It applies to {where}. Start from a preset "
-        f"or a formula, then tick or untick single cells. The model's own mask here is **{own}**. "
-        f"This page edits masks for up to {MAX_EDIT_N} tokens (your input has {n})."
-    )
-    st.latex(r"\text{scores}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d}} + M_{ij},\qquad M_{ij} = "
-             r"\begin{cases} 0 & \text{query } i \text{ may read key } j \\ -\infty & \text{otherwise}\end{cases}")
+    st.markdown(f"May query *i* read key *j*? Start from a preset or a formula, then tick or untick single cells. "
+                f"The model's own mask here is **{own}**.")
+    with st.expander("Read more: where the mask applies, and the maths"):
+        st.markdown(
+            f"A mask is a table of yes/no: may query *i* read key *j*? It applies to {where}. Start from a preset "
+            f"or a formula, then tick or untick single cells. The model's own mask here is **{own}**. "
+            f"This page edits masks for up to {MAX_EDIT_N} tokens (your input has {n})."
+        )
+        # two lines: on one line the cases of M ran past the column of a 1024-wide screen
+        st.latex(r"\text{scores}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d}} + M_{ij}")
+        st.latex(r"M_{ij} = \begin{cases} 0 & \text{query } i \text{ may read key } j \\ -\infty & \text{otherwise}"
+                 r"\end{cases}")
     mask_editors(sel, n)
     try_this(
         "Pick **Causal** for an encoder model, or **Full** for a decoder: the predictions below change at once.",
@@ -430,12 +476,12 @@ def effect_panel(sel: Selection) -> None:
     picker reruns only the sections that read it."""
     cfg = sel.model.cfg
     st.header("2. What the model does with it")
-    st.markdown(
-        "The mask is an argument of each call, so the same trained weights run twice: once with the mask the "
-        "model was trained with, once with yours. Weights on blocked keys are exactly 0; the freed share goes "
-        "to the keys that are left, because each row of the softmax must still sum to 1."
-    )
-    st.latex(r"a_{ij} = \frac{e^{s_{ij}}\,[M_{ij}\text{ allows}]}{\sum_{j'} e^{s_{ij'}}\,[M_{ij'}\text{ allows}]}")
+    lead("The same trained weights run twice: with the model's own mask and with yours. Blocked keys get exactly 0.",
+         "Read more: why the other keys gain, and the maths",
+         "The mask is an argument of each call, so the same trained weights run twice: once with the mask the model "
+         "was trained with, once with yours. Weights on blocked keys are exactly 0; the freed share goes to the keys "
+         "that are left, because each row of the softmax must still sum to 1.",
+         r"a_{ij} = \frac{e^{s_{ij}}\,[M_{ij}\text{ allows}]}{\sum_{j'} e^{s_{ij'}}\,[M_{ij'}\text{ allows}]}")
     c1, c2 = st.columns(2)
     with c1:
         URL.layer.widget(st.selectbox, "Layer", hi=cfg.n_layers - 1)
@@ -492,14 +538,15 @@ def model_sections(sel: Selection) -> None:
 def right_wrong_panel(sel: Selection) -> None:
     """Section 3: mask before softmax vs zero after, on the real scores of the chosen head; then the leak."""
     st.header("3. Right and wrong ways to mask")
-    st.markdown(
-        "**Right:** add a huge negative number to each blocked score, then take the softmax; the blocked keys get "
-        "nothing and the rest share all of the probability. **Wrong:** take the softmax over every key, then set "
-        "the blocked weights to zero; the blocked keys still took their share of the denominator, so a row now "
-        "sums to less than 1 and the output shrinks. Both use this head's real scores with your mask."
-    )
-    st.latex(r"\text{right: } \operatorname{softmax}(s + M) \qquad\quad \text{wrong: } "
-             r"\operatorname{softmax}(s) \odot [M = 0] \;\Rightarrow\; \textstyle\sum_j a_{ij} < 1")
+    lead("**Right:** mask the scores, then softmax. **Wrong:** softmax, then zero the blocked weights: rows then sum "
+         "to less than 1.",
+         "Read more: why the wrong way shrinks the output, and the maths",
+         "**Right:** add a huge negative number to each blocked score, then take the softmax; the blocked keys get "
+         "nothing and the rest share all of the probability. **Wrong:** take the softmax over every key, then set the "
+         "blocked weights to zero; the blocked keys still took their share of the denominator, so a row now sums to "
+         "less than 1 and the output shrinks. Both use this head's real scores with your mask.",
+         r"\text{right: } \operatorname{softmax}(s + M)",
+         r"\text{wrong: } \operatorname{softmax}(s) \odot [M = 0] \;\Rightarrow\; \textstyle\sum_j a_{ij} < 1")
     masking_charts(sel)
     leak_panel(sel)
 
@@ -524,14 +571,15 @@ def masking_charts(sel: Selection) -> None:
 def leak_panel(sel: Selection) -> None:
     """How large a finite mask constant must be: the worst-case table and chart, then this head's real gap."""
     st.subheader("How large must the mask constant be?")
-    st.markdown(
-        "Computers cannot always use −∞, so code often adds a finite constant C such as −1e4 or −1e9. Then a "
-        "little probability can **leak** to blocked keys. It is worst when the blocked keys are the ones the query "
-        "likes best: one allowed key at logit 0, k blocked keys at logit g (the gap). The table computes this row "
-        "in each number format; the chart moves the gap."
-    )
-    st.latex(r"\text{leak} = \frac{k\,e^{g+C}}{1 + k\,e^{g+C}} \le \varepsilon"
-             r"\iff |C| \ge g + \ln\frac{k\,(1-\varepsilon)}{\varepsilon}")
+    lead("Code often adds a finite constant C (−1e4, −1e9) instead of −∞; then a little probability can **leak** to "
+         "blocked keys.",
+         "Read more: the worst case, and the maths",
+         "Computers cannot always use −∞, so code often adds a finite constant C such as −1e4 or −1e9. Then a little "
+         "probability can **leak** to blocked keys. It is worst when the blocked keys are the ones the query likes "
+         "best: one allowed key at logit 0, k blocked keys at logit g (the gap). The table computes this row in each "
+         "number format; the chart moves the gap.",
+         r"\text{leak} = \frac{k\,e^{g+C}}{1 + k\,e^{g+C}} \le \varepsilon",
+         r"\iff |C| \ge g + \ln\frac{k\,(1-\varepsilon)}{\varepsilon}")
     leak_worst_case()
     real_leak(sel)
     try_this(
@@ -588,12 +636,13 @@ def arcs_section(sel: Selection) -> None:
     """The chosen layer's mask as an arc diagram, with its edges counted."""
     layer = picked()[0]
     tokens, mask = sel.query_tokens, drawn(sel).stack[layer]
-    st.markdown(
-        f"Each token is a node and each allowed pair (query *i* reads key *j*) is an edge from *j* to *i*. "
-        f"Below: the mask of layer {layer} (the layer chosen in section 2). Arcs **above** the line carry "
-        "information forward from an earlier token, arcs **below** carry it backward from a later one: a causal "
-        "mask draws only the upper half."
-    )
+    lead(f"Layer {layer}'s mask as a graph: arcs **above** the line carry information forward, arcs **below** "
+         "backward.",
+         "How to read this chart",
+         f"Each token is a node and each allowed pair (query *i* reads key *j*) is an edge from *j* to *i*. "
+         f"Below: the mask of layer {layer} (the layer chosen in section 2). Arcs **above** the line carry "
+         "information forward from an earlier token, arcs **below** carry it backward from a later one: a causal "
+         "mask draws only the upper half.")
     st.plotly_chart(R.arcs_figure(mask, tokens), key="masks.arcs", config=chart_config("masks", sel.model_id, "mask-graph"))
     edges = A.edge_counts(mask)
     st.caption(f"{edges['back']} edge(s) look back (above), {edges['ahead']} look ahead (below), and "
@@ -610,15 +659,16 @@ def graph_facts(d: Drawn) -> dict:
 def laplacian_section(sel: Selection) -> None:
     """The Laplacian of the chosen layer's mask, its spectrum and lambda_2."""
     st.subheader("Laplacian and algebraic connectivity")
-    st.markdown(
-        "Forget directions for a moment: link i and j if either may read the other. The Laplacian L = D − A puts "
-        "each token's number of links on the diagonal and −1 for every link. Its smallest eigenvalue is always 0; "
-        "the second smallest, **λ2**, measures how hard it is to cut the graph in two. It is **n** for the complete "
-        "graph (full and causal masks both give it), **0** exactly when some tokens can never exchange anything, "
-        "and small for a thin chain such as a window of 1 (2 − 2cos(π/n))."
-    )
-    st.latex(r"L = D - A \qquad 0 = \lambda_1 \le \lambda_2 \le \dots \le \lambda_n")
-    st.latex(r"\lambda_2(K_n) = n \qquad \lambda_2 = 0 \iff \text{the graph falls apart}")
+    lead("**λ2** measures how hard it is to cut the graph in two: **n** for the complete graph, **0** when some tokens"
+         " can never exchange anything.",
+         "Read more: the Laplacian, and the maths",
+         "Forget directions for a moment: link i and j if either may read the other. The Laplacian L = D − A puts each"
+         " token's number of links on the diagonal and −1 for every link. Its smallest eigenvalue is always 0; the "
+         "second smallest, **λ2**, measures how hard it is to cut the graph in two. It is **n** for the complete graph"
+         " (full and causal masks both give it), **0** exactly when some tokens can never exchange anything, and small"
+         " for a thin chain such as a window of 1 (2 − 2cos(π/n)).",
+         r"L = D - A \qquad 0 = \lambda_1 \le \lambda_2 \le \dots \le \lambda_n",
+         r"\lambda_2(K_n) = n \qquad \lambda_2 = 0 \iff \text{the graph falls apart}")
     laplacian_charts(sel)
 
 
@@ -630,7 +680,7 @@ def laplacian_charts(sel: Selection) -> None:
     m1, m2, m3 = st.columns(3)
     m1.metric("λ2 (algebraic connectivity)", f"{facts['lambda2']:.3f}")
     m2.metric("complete graph would give", f"{n}")
-    m3.metric("separate pieces (zero eigenvalues)", f"{facts['pieces']}")
+    m3.metric("separate pieces", f"{facts['pieces']}", help="Separate pieces: the number of zero eigenvalues of L.")
     left, right = st.columns(2)
     with left:
         st.plotly_chart(R.laplacian_figure(facts["laplacian"], tokens, title="L = D − A"), key="masks.laplacian",
@@ -643,12 +693,12 @@ def laplacian_charts(sel: Selection) -> None:
 def reach_section(sel: Selection) -> None:
     """How the share of reached pairs grows with depth, and one query token's receptive field."""
     st.subheader("How many layers until everyone has heard from everyone?")
-    st.markdown(
-        "One layer moves information one edge (plus the residual path, which keeps each token's own). Stacking "
-        "layers composes the masks, so a window of w reaches w further per layer, and blocks that never talk "
-        "stay apart however deep the model."
-    )
-    st.latex(r"R_L = (M_L \lor I)\circ\cdots\circ(M_1 \lor I)")
+    lead("One layer moves information one edge; stacking layers composes the masks.",
+         "Read more: reach through the layers, and the maths",
+         "One layer moves information one edge (plus the residual path, which keeps each token's own). Stacking layers"
+         " composes the masks, so a window of w reaches w further per layer, and blocks that never talk stay apart "
+         "however deep the model.",
+         r"R_L = (M_L \lor I)\circ\cdots\circ(M_1 \lor I)")
     reach_charts(sel)
 
 
@@ -683,11 +733,12 @@ def field_section(sel: Selection) -> None:
 def influence_section(sel: Selection) -> None:
     """The trained model's measured influence (gradient sizes) against the graph's routes."""
     st.subheader("The model agrees: measured influence")
-    st.markdown(
-        "Does the trained model really obey the graph? We ask it: how much does the output at position q move when "
-        "the embedding at position k moves (the size of a gradient)? Crosses mark pairs with **no route** through "
-        f"this model's {sel.model.cfg.n_layers} layers; their gradient must be exactly zero."
-    )
+    lead("Does the trained model obey the graph? Crosses mark pairs with **no route**: their gradient must be exactly "
+         "zero.",
+         "How to read this chart",
+         "Does the trained model really obey the graph? We ask it: how much does the output at position q move when "
+         "the embedding at position k moves (the size of a gradient)? Crosses mark pairs with **no route** through "
+         f"this model's {sel.model.cfg.n_layers} layers; their gradient must be exactly zero.")
     influence_chart(sel)
 
 
@@ -734,14 +785,15 @@ def timing_rows(b: int, run: int) -> list[dict]:
 def cost_panel(sel: Selection) -> None:
     """Section 5: allowed pairs against n², and measured dense vs block-sparse time."""
     st.header("5. What sparsity saves")
-    st.markdown(
-        "Dense attention scores every pair: n² of them per head, so doubling the input quadruples the work. A "
-        "block-diagonal mask with blocks of b scores only n·b pairs, and a kernel that skips the blocked pairs does "
-        "n/b small b×b problems. The work then shrinks by the factor b/n. Below it is timed on a real CPU, in one "
-        f"run, for n up to 2,048 (longer than the {MAX_EDIT_N}-token editor: no pattern is drawn here)."
-    )
-    st.latex(r"\text{dense: } O(n^2 d) \qquad \text{block-sparse: } O(n\,b\,d)"
-             r"\qquad \frac{\text{block-sparse}}{\text{dense}} = \frac{b}{n}")
+    lead("Dense attention scores all n² pairs; blocks of b score only n·b, so the work shrinks by b/n. Below it is "
+         "timed on a real CPU.",
+         "Read more: where the saving comes from, and the maths",
+         "Dense attention scores every pair: n² of them per head, so doubling the input quadruples the work. A "
+         "block-diagonal mask with blocks of b scores only n·b pairs, and a kernel that skips the blocked pairs does "
+         "n/b small b×b problems. The work then shrinks by the factor b/n. Below it is timed on a real CPU, in one "
+         f"run, for n up to 2,048 (longer than the {MAX_EDIT_N}-token editor: no pattern is drawn here).",
+         r"\text{dense: } O(n^2 d) \qquad \text{block-sparse: } O(n\,b\,d)",
+         r"\frac{\text{block-sparse}}{\text{dense}} = \frac{b}{n}")
     cost_share(sel)
     cost_measured(sel)
     try_this(
@@ -763,7 +815,7 @@ def cost_share(sel: Selection) -> None:
     if current is not None:
         n, pairs = current
         c1, c2, c3 = st.columns(3)
-        c1.metric("pairs your mask allows (layer 0)", f"{pairs:,}")
+        c1.metric("pairs allowed (layer 0)", f"{pairs:,}", help="Pairs your mask allows in layer 0.")
         c2.metric("dense pairs n²", f"{n * n:,}")
         c3.metric("share of the dense work", f"{pairs / (n * n):.1%}")
 
@@ -818,13 +870,14 @@ def legality_models(data: dict, length: int) -> None:
 def legality_panel(device: str) -> None:
     """Section 6: the future-legality task: the bidirectional encoder solves it, the causal decoder cannot."""
     st.header("6. Encoder vs decoder: a rule that comes last")
-    st.markdown(
-        "Each digit must be marked *ok* or *bad* by a rule (even or odd) written **after** all the digits. The "
-        "encoder's full mask lets every digit read the rule; the decoder's causal mask hides it, so the decoder can "
-        "only guess, and a guess is right half of the time. Same task, same size of model: the mask alone decides. "
-        "(The same reasoning warns about leaks: if a decoder cross-attends to an encoder that has read the answer, "
-        "the future reaches the decoder through the encoder.)"
-    )
+    lead("The rule comes **after** the digits: the encoder's full mask lets each digit read it, the decoder's causal "
+         "mask hides it.",
+         "Read more: the task, and leaks through an encoder",
+         "Each digit must be marked *ok* or *bad* by a rule (even or odd) written **after** all the digits. The "
+         "encoder's full mask lets every digit read the rule; the decoder's causal mask hides it, so the decoder can "
+         "only guess, and a guess is right half of the time. Same task, same size of model: the mask alone decides. "
+         "(The same reasoning warns about leaks: if a decoder cross-attends to an encoder that has read the answer, "
+         "the future reaches the decoder through the encoder.)")
     if not {R.ENC_ID, R.DEC_ID} <= {e["id"] for e in models.manifest()}:
         st.info("The bundled future-legality models are not installed, so this comparison cannot run. Build them "
                 "with `python -m core.train --all`.")

@@ -178,16 +178,19 @@ def encodings_panel(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
     """The sinusoidal table with its n, d and base, the learned table beside it, and each pair's wavelength.
     Returns the learned table's model id and the table (None when no model with one is installed)."""
     st.header("1. What the encodings look like")
-    st.markdown(
-        "The sinusoidal table gives position *p* one row of *d* numbers. Dimensions come in pairs: "
-        "pair *i* is a sine and a cosine that turn at their own speed ω_i. The first pairs turn fast, "
-        "once every 6 or so positions; the last pairs turn so slowly that they barely move over the whole "
-        "input. Read across a row and you get a fingerprint of the position, like the hands of a clock "
-        "running at many speeds at once. A learned table is just a trained matrix with one row per "
-        "position, so it holds nothing for a position it was never given."
-    )
-    st.latex(r"PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right),\quad PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right),"
-             r"\quad \omega_i = b^{-2i/d},\quad \lambda_i = 2\pi\, b^{2i/d}")
+    st.markdown("Each position *p* gets one row of *d* numbers: pairs of sines and cosines, each pair turning at "
+                "its own speed, like the hands of a clock running at many speeds at once.")
+    with st.expander("Read more: the table and its formula"):
+        st.markdown(
+            "The sinusoidal table gives position *p* one row of *d* numbers. Dimensions come in pairs: "
+            "pair *i* is a sine and a cosine that turn at their own speed ω_i. The first pairs turn fast, "
+            "once every 6 or so positions; the last pairs turn so slowly that they barely move over the whole "
+            "input. Read across a row and you get a fingerprint of the position, like the hands of a clock "
+            "running at many speeds at once. A learned table is just a trained matrix with one row per "
+            "position, so it holds nothing for a position it was never given."
+        )
+        st.latex(r"PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right),\quad PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right)")
+        st.latex(r"\omega_i = b^{-2i/d},\quad \lambda_i = 2\pi\, b^{2i/d}")
     c1, c2, c3 = st.columns(3)
     URL.pe_n.widget(c1.slider, "Sequence length n", help=f"Capped at {MAX_N} positions.")
     URL.pe_d.widget(c2.slider, "Model width d (even)", step=2)
@@ -213,7 +216,7 @@ def table_chart() -> None:
     """The sinusoidal table at the n, d and base the controls hold now."""
     t = table_now()
     st.plotly_chart(R.encoding_figure(R.sinusoidal_table(t.n, t.d, t.base),
-                                      f"Sinusoidal table (n = {t.n}, d = {t.d}, b = {t.base:,})"),
+                                      f"Sinusoidal table, b = {t.base:,}"),
                     key="positions.fig_table",
                     config=chart_config("positions", None, f"sinusoidal-table-n{t.n}-d{t.d}-b{t.base}"))
 
@@ -232,12 +235,12 @@ def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
     if learned is None:
         st.info("No model with a learned position table is installed (induction-learned is missing).")
         return
-    st.plotly_chart(R.encoding_figure(learned, f"Learned table of {learned_id} "
-                                               f"({learned.shape[0]} x {learned.shape[1]})", zmax=None),
+    st.plotly_chart(R.encoding_figure(learned, f"Learned table, {learned.shape[0]} x {learned.shape[1]}",
+                                      zmax=None),
                     key="positions.fig_learned", config=chart_config("positions", learned_id, "learned-table"))
-    st.caption(f"Trained, not designed: whatever pattern it has was learned from the task, and there is no "
-               f"row at all for position {learned.shape[0]} or beyond. The colour range is this table's own "
-               f"largest value.")
+    st.caption(f"The position table of {learned_id}. Trained, not designed: whatever pattern it has was learned "
+               f"from the task, and there is no row at all for position {learned.shape[0]} or beyond. The colour "
+               f"range is this table's own largest value.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,7 +307,8 @@ def shift_panel() -> None:
         st.plotly_chart(R.shift_matrix_figure(m_k, f"M_k for k = {k} (d = {t.d})"), key="positions.fig_mk",
                         config=chart_config("positions", None, f"shift-map-k{k}-d{t.d}"))
     with right:
-        st.metric(f"max |PE(p+{k}) − M_k PE(p)| over p = 0..{t.n - 1}", f"{err_k:.1e}")
+        st.metric("Largest error of M_k", f"{err_k:.1e}",
+                  help=f"max |PE(p+{k}) − M_k PE(p)| over p = 0..{t.n - 1}")
         st.dataframe(R.shift_table(tuple(sorted(set(SHIFT_KS) | {k})), t.n, t.d, t.base),
                      hide_index=True, key="positions.mk_table")
         st.caption("Computed in float64. The error is rounding only: the same matrix works for every position.")
@@ -343,7 +347,8 @@ def rope_panel() -> None:
         "positions of your choice."
     )
     st.latex(r"R(m\theta_i) = \begin{pmatrix}\cos m\theta_i & -\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix},"
-             r"\quad \theta_i = b^{-2i/d_{head}},\qquad (R_m q)\cdot(R_n k) = q^\top R_{n-m}\,k")
+             r"\quad \theta_i = b^{-2i/d_{head}}")
+    st.latex(r"(R_m q)\cdot(R_n k) = q^\top R_{n-m}\,k")
     c1, c2, c3, c4 = st.columns(4)
     URL.rope_base.widget(c1.select_slider, "RoPE base b", format_func=base_text)
     URL.pair.widget(c2.slider, "Dimension pair i")
@@ -388,10 +393,10 @@ def decay_panel(source: tuple[Optional[str], str, str]) -> None:
         "weights."
     )
     st.latex(r"(R_m q)^\top (R_n k) = \mathrm{Re}\sum_{i=0}^{d/2-1} h_i\, e^{\mathrm{i}(m-n)\theta_i}"
-             r" = -\mathrm{Re}\sum_{j=1}^{d/2} S_j\,(h_j - h_{j-1}),\qquad S_j = \sum_{i<j} e^{\mathrm{i}(m-n)\theta_i},"
-             r"\ h_{d/2} = 0")
-    st.latex(r"\big|(R_m q)^\top (R_n k)\big| \le \max_j |h_{j} - h_{j-1}| \sum_{j=1}^{d/2} |S_j|,\qquad "
-             r"\text{relative bound} = \frac{\sum_{j=1}^{d/2} |S_j(m-n)|}{\sum_{j=1}^{d/2} |S_j(0)|}"
+             r" = -\mathrm{Re}\sum_{j=1}^{d/2} S_j\,(h_j - h_{j-1})")
+    st.latex(r"S_j = \sum_{i<j} e^{\mathrm{i}(m-n)\theta_i},\qquad h_{d/2} = 0")
+    st.latex(r"\big|(R_m q)^\top (R_n k)\big| \le \max_j |h_{j} - h_{j-1}| \sum_{j=1}^{d/2} |S_j|")
+    st.latex(r"\text{relative bound} = \frac{\sum_{j=1}^{d/2} |S_j(m-n)|}{\sum_{j=1}^{d/2} |S_j(0)|}"
              r" = \frac{\sum_j |S_j(m-n)|}{\tfrac{d}{4}\left(\tfrac{d}{2}+1\right)}")
     decay_curves(source)
     try_this(
@@ -424,11 +429,16 @@ def decay_curves(source: tuple[Optional[str], str, str]) -> None:
                "then turned at this base. Each curve is divided by its own value at m − n = 0; hover for the raw mean.")
     far = curves.distances >= len(curves.distances) // 2
     c1, c2, c3 = st.columns(3)
-    c1.metric("Bound, mean over the far half", f"{curves.bound[far].mean():.2f}",
-              help=f"m − n from {int(curves.distances[far][0])} on; 1 at distance 0.")
-    c2.metric("Random |q·k|, far half vs distance 0", f"{curves.relative(curves.random_mean)[far].mean():.2f}")
+    far_from = int(curves.distances[far][0])
+    c1.metric("Bound, far half", f"{curves.bound[far].mean():.2f}",
+              help=f"The bound's mean over the far half, m − n from {far_from} on; 1 at distance 0.")
+    c2.metric("Random |q·k|, far", f"{curves.relative(curves.random_mean)[far].mean():.2f}",
+              help=f"Mean |q·k| of random vectors over the far half (m − n from {far_from} on), "
+                   "relative to distance 0.")
     if model_rel is not None:
-        c3.metric("Model |q·k|, far half vs distance 0", f"{model_rel[far].mean():.2f}")
+        c3.metric("Model |q·k|, far", f"{model_rel[far].mean():.2f}",
+                  help=f"Mean |q·k| of the model's queries and keys over the far half (m − n from {far_from} on), "
+                       "relative to distance 0.")
 
 
 @S.section("encoding.rope_plane", reads=("rope_base", "pair", "m", "n"))
@@ -440,15 +450,15 @@ def rope_plane() -> None:
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(R.rope_plane_figure(trail_q, trail_k, list(range(ROPE_MAX_POS)), m_pos, n_pos,
-                                            f"Pair {pair}: θ = {theta:.4f} rad per position "
-                                            f"(a full turn every {2 * math.pi / theta:,.1f} positions)"),
+                                            f"Pair {pair}: θ = {theta:.4f} rad per position"),
                         key="positions.fig_rope_plane",
                         config=chart_config("positions", None, f"rope-plane-pair{pair}-m{m_pos}-n{n_pos}"))
     with right:
         part = float(trail_q[m_pos] @ trail_k[n_pos])
         st.metric(f"Pair {pair}'s share of q·k", f"{part:.4f}",
                   help=f"At (m, n) = ({m_pos}, {n_pos}): the cosine of the angle between the arrows.")
-        st.markdown(f"The angle between the two arrows is (m − n)·θ = {(m_pos - n_pos) * theta:.3f} rad plus the "
+        st.markdown(f"Pair {pair} makes a full turn every {2 * math.pi / theta:,.1f} positions. "
+                    f"The angle between the two arrows is (m − n)·θ = {(m_pos - n_pos) * theta:.3f} rad plus the "
                     f"angle the pair started with. Move m and n by the same amount: both arrows turn together.")
 
 
@@ -528,7 +538,7 @@ def neighbour_draws() -> None:
     left, right = st.columns([3, 1])
     with left:
         st.plotly_chart(R.neighbour_figure(offsets, w1, w2, f"query at {t1}", f"query at {t2}",
-                                           f"{neigh}: attention over neighbours (d = {d}, b = {base:,})"),
+                                           f"{neigh}: attention over neighbours<br>d = {d}, b = {base:,}"),
                         key="positions.fig_neigh",
                         config=chart_config("positions", None, f"neighbours-{neigh}-queries{t1}-{t2}-w{window}"))
     with right:
@@ -639,7 +649,7 @@ def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
     what = "encoder" if model.is_encoder_decoder else "output"
     with left:
         st.plotly_chart(R.row_distance_figure(check.distances, tokens_a, tokens_b,
-                                              f"Distance of each {what} row of B to each of A"),
+                                              f"Distance of each {what} row<br>of B to each of A"),
                         key="positions.fig_rows", config=chart_config("positions", model_id, f"order-rows-{scheme}"))
     with right:
         st.plotly_chart(R.pooled_figure(check.pooled_a, check.pooled_b, "mean of A's rows", "mean of B's rows",
@@ -781,8 +791,8 @@ def extrapolation_panel(sel: Selection) -> None:
         "from a formula; whether its heads still work there is another matter. A learned table simply has no "
         f"row for position {train_tokens} and beyond, so that model refuses."
     )
-    st.latex(r"\text{learned: } PE_p \text{ exists for } p < L_{train} \text{ only};\qquad "
-             r"\text{sinusoidal / RoPE: defined for every } p")
+    st.latex(r"\text{learned: } PE_p \text{ exists for } p < L_{train} \text{ only}")
+    st.latex(r"\text{sinusoidal / RoPE: defined for every } p")
     if not ext_ids:
         st.info("The induction models (induction-none, -sinusoidal, -learned, -rope) are not installed.")
         URL.ext.clear()

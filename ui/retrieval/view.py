@@ -107,13 +107,17 @@ def edited_table(label: str, build: Callable[[], pd.DataFrame], key: str, column
 
 
 def points_table() -> tuple[np.ndarray, np.ndarray]:
-    """The toy's points: a preset, edited in a table; a bad table falls back to the preset with a message."""
-    preset = URL.points.widget(st.segmented_control, "Points", required=True,
-                               help="A preset fills the table; edit any cell, add or delete rows (up to 64).")
+    """The toy's points: a preset, edited in a table; a bad table falls back to the preset with a message.
+    The preset and the table's expander share one row, so the first figure starts on the first screen."""
+    pick, edit = st.columns(2, vertical_alignment="bottom")
+    with pick:
+        preset = URL.points.widget(st.segmented_control, "Points", required=True,
+                                   help="A preset fills the table; edit any cell, add or delete rows (up to 64).")
     x0, y0 = A.preset_points(preset)
-    frame = edited_table("Edit the points (x in [0, 1])", lambda: pd.DataFrame({"x": x0, "y": y0}),
-                         f"retrieval.points_table.{preset}", {"x": "position in [0, 1]", "y": "the value stored there"},
-                         "retrieval.points_open")
+    with edit:
+        frame = edited_table("Edit the points (x in [0, 1])", lambda: pd.DataFrame({"x": x0, "y": y0}),
+                             f"retrieval.points_table.{preset}",
+                             {"x": "position in [0, 1]", "y": "the value stored there"}, "retrieval.points_open")
     if frame is None:
         return A.check_points(x0, y0)
     try:
@@ -126,6 +130,15 @@ def points_table() -> tuple[np.ndarray, np.ndarray]:
 def kernel_panel() -> None:
     """Panel 1: the kernel-smoothing reading; its heading, explanation and 'Try this' sit outside the fragment."""
     st.header("1. Attention is a kernel smoother")
+    st.markdown("A query weighs each point by how near its key is: a kernel smoother.")
+    with st.expander("Read more: why the two are the same function"):
+        kernel_maths()
+    kernel_smoother()
+    kernel_try_this()
+
+
+def kernel_maths() -> None:
+    """Panel 1's full explanation and its two formulas, drawn inside the 'Read more' expander."""
     st.markdown(
         "Put points $(x_j, y_j)$ on a line and ask for the value at a new position. A **kernel smoother** "
         "(Nadaraya-Watson) answers with a weighted average of the $y_j$, the weights falling off with distance "
@@ -135,9 +148,12 @@ def kernel_panel() -> None:
         "$|q - k|$ only by factors that cancel in the softmax, so the two estimators are the same function. The "
         "query's norm $|q|$ is the inverse bandwidth: a longer query makes a narrower kernel.")
     st.latex(r"e^{q\cdot k} = e^{-|q-k|^2/2}\; e^{|q|^2/2}\; e^{|k|^2/2}")
-    st.latex(r"\text{all } |k_j| \text{ equal},\ q = |q|\,u:\qquad \operatorname{softmax}_j(q\cdot k_j) = "
-             r"\frac{\exp(-|u-k_j|^2\,|q|/2)}{\sum_i \exp(-|u-k_i|^2\,|q|/2)}")
-    kernel_smoother()
+    st.latex(r"\begin{gathered} \text{all } |k_j| \text{ equal},\ q = |q|\,u: \\ \operatorname{softmax}_j(q\cdot k_j) = "
+             r"\frac{\exp(-|u-k_j|^2\,|q|/2)}{\sum_i \exp(-|u-k_i|^2\,|q|/2)} \end{gathered}")
+
+
+def kernel_try_this() -> None:
+    """Panel 1's prompts, under its figures and tables."""
     try_this(
         "Raise |q| from 5 to 500: the kernel narrows and the estimate follows the points more closely (and more "
         "noisily). The measured width falls like 1/√|q|.",
@@ -156,14 +172,15 @@ def kernel_smoother() -> None:
     x, y = points_table()
     c1, c2, c3 = st.columns(3)
     qx = URL.qx.widget(c1.slider, "Query position x₀", step=0.01)
-    qnorm = URL.qnorm.widget(c2.select_slider, "Query norm |q| (the kernel's inverse width)")
-    tilt = URL.tilt.widget(c3.slider, "Key-norm tilt γ: |k(x)| = exp(γ(x − ½))", step=0.1,
-                           help="0 keeps every key on the unit circle; any other value makes the keys' norms differ.")
+    qnorm = URL.qnorm.widget(c2.select_slider, "Query norm |q|", help="The kernel's inverse width.")
+    tilt = URL.tilt.widget(c3.slider, "Key-norm tilt γ", step=0.1,
+                           help="|k(x)| = exp(γ(x − ½)). 0 keeps every key on the unit circle; any other value "
+                                "makes the keys' norms differ.")
     result = R.smoothing(x, y, float(qx), float(qnorm), float(tilt))
     left, right = st.columns(2)
     with left:
         st.plotly_chart(R.kernel_figure(x, result.weights, result.kernel_x, result.kernel_curve, float(qx),
-                                        title=f"the kernel a query at x₀ = {qx:g} applies (|q| = {qnorm:g})"),
+                                        title=f"the kernel a query at x₀ = {qx:g} applies<br>(|q| = {qnorm:g})"),
                         key="retrieval.kernel", config=chart_config("retrieval", None, f"kernel-x{qx:g}-q{qnorm:g}"))
     with right:
         st.plotly_chart(R.estimate_figure(x, y, result.grid, result.attention, result.nadaraya_watson, result.nw_in_x,
@@ -227,9 +244,10 @@ def lookup_panel() -> None:
         "equal and the answer is the mean of all values. As $\\beta$ grows, the key with the largest score takes "
         "over, until the answer is its value alone: a differentiable lookup turned into an exact one. When two keys "
         "tie for the largest score, neither can win and the answer stops halfway between their values.")
-    st.latex(r"\text{out}(\beta) = \sum_j \frac{e^{\beta\, q\cdot k_j}}{\sum_i e^{\beta\, q\cdot k_i}}\, v_j"
-             r"\;\xrightarrow{\ \beta\to 0\ }\; \frac{1}{n}\sum_j v_j,\qquad"
-             r"\xrightarrow{\ \beta\to\infty\ }\; \frac{1}{|J^*|}\sum_{j\in J^*} v_j,\quad J^* = \arg\max_j q\cdot k_j")
+    st.latex(r"\begin{gathered} \text{out}(\beta) = \sum_j \frac{e^{\beta\, q\cdot k_j}}{\sum_i e^{\beta\, q\cdot k_i}}\, v_j"
+             r"\;\xrightarrow{\ \beta\to 0\ }\; \frac{1}{n}\sum_j v_j \\ "
+             r"\xrightarrow{\ \beta\to\infty\ }\; \frac{1}{|J^*|}\sum_{j\in J^*} v_j,\quad J^* = \arg\max_j q\cdot k_j "
+             r"\end{gathered}")
     lookup_sweep()
     try_this(
         "Slide β from 0.01 to 1000: the output leaves the dotted mean line and settles on the best key's value; "
@@ -255,12 +273,12 @@ def lookup_sweep() -> None:
     left, right = st.columns(2)
     with left:
         st.plotly_chart(R.arrows_figure(keys, labels, query, tuple(int(i) for i in result.best), weights,
-                                        title=f"keys (arrows), query (green); weights at β = {beta:g}"),
+                                        title=f"keys (arrows), query (green);<br>weights at β = {beta:g}"),
                         key="retrieval.arrows", config=chart_config("retrieval", None, f"lookup-keys-beta{beta:g}"))
     with right:
         st.plotly_chart(R.sweep_figure(result.betas, result.output, result.best_weight, result.entropy,
                                        result.mean_value, result.limit_value, result.beta_one_hot, float(beta),
-                                       title="from the mean of all values to one value"), key="retrieval.sweep",
+                                       title="from the mean of all values<br>to one value"), key="retrieval.sweep",
                         config=chart_config("retrieval", None, "lookup-beta-sweep"))
     output = float(weights @ values)
     if len(result.best) > 1:
@@ -289,8 +307,8 @@ def tied_panel(sel: Selection) -> None:
         "are its keys ($W_V$ tied to $W_K$). Each example stores letter-digit pairs and then asks for one letter, "
         "e.g. `a 3 c 7 b 1 <sep> c` → `7`. With tied values, whatever a head copies is a mix of the keys it "
         "matched on, so its output can never leave the span of those keys.")
-    st.latex(r"z = \sum_j a_j v_j;\qquad V = K \;\Rightarrow\; z = \sum_j a_j k_j \in \operatorname{span}\{k_j\},"
-             r"\qquad \text{residual} = \frac{|z - P_K z|}{|z|}")
+    st.latex(r"\begin{gathered} z = \sum_j a_j v_j;\qquad V = K \;\Rightarrow\; z = \sum_j a_j k_j \in \operatorname{span}\{k_j\} \\ "
+             r"\text{residual} = \frac{|z - P_K z|}{|z|} \end{gathered}")
     accuracies = {mid: R.clean_accuracy(mid, sel.device) for mid in R.TIED_PAIR}
     cols = st.columns(2)
     for col, mid in zip(cols, R.TIED_PAIR):
@@ -306,8 +324,9 @@ def tied_panel(sel: Selection) -> None:
         f"against {accuracies['recall-decoder']:.1%}: one vector must now both match the query and carry the answer.")
     csv_button(rows, "retrieval_key_span", "retrieval.csv_span")
     try:
-        st.page_link("pages/heads.py", label="The Heads page checks a related identity: orthogonal heads, "
-                                             "(W_V^i)ᵀ W_V^j = 0, do not interfere.", icon=":material/hub:")
+        st.page_link("pages/heads.py", label="Related: the Heads page", icon=":material/hub:")
+        st.caption("The Heads page checks a related identity: orthogonal heads, (W_V^i)ᵀ W_V^j = 0, do not "
+                   "interfere.")
     except StreamlitAPIException:  # run alone (not through app.py's navigation): no page registry
         st.caption("The Heads page checks a related identity: orthogonal heads do not interfere.")
     try_this(
@@ -327,7 +346,7 @@ def tied_span(sel: Selection) -> None:
     reports = {mid: R.span_report(mid, sel.device) for mid in R.TIED_PAIR}
     points = {f"{MODEL_NAMES[mid]}": (reports[mid].inside[layer, head], reports[mid].outside[layer, head])
               for mid in R.TIED_PAIR}
-    st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position, "
+    st.plotly_chart(R.span_figure(points, title=f"layer {layer}, head {head}: each output z at the answer position,<br>"
                                                 f"split against the span of the keys it could see"),
                     key="retrieval.span", config=chart_config("retrieval", None, f"tied-keys-span-l{layer}h{head}"))
 
@@ -346,8 +365,8 @@ def hijack_panel(sel: Selection) -> None:
         "trained recall model (a hook on this call only, `hook_k_raw`, before any clipping; the shared model is "
         "untouched), and the accuracy on 256 examples is measured. The same attack runs on two models trained "
         "with a defence: every key's norm clipped to 2, and cosine scores that ignore the key's length.")
-    st.latex(r"k_p \leftarrow \alpha\, k_p:\qquad \text{dot: } q\cdot(\alpha k_p) = \alpha\, q\cdot k_p,\qquad"
-             r"\text{clip: } |k_p| \le c,\qquad \text{cosine: } \cos(q, \alpha k_p) = \cos(q, k_p)")
+    st.latex(r"\begin{gathered} k_p \leftarrow \alpha\, k_p:\qquad \text{dot: } q\cdot(\alpha k_p) = \alpha\, q\cdot k_p \\ "
+             r"\text{clip: } |k_p| \le c,\qquad \text{cosine: } \cos(q, \alpha k_p) = \cos(q, k_p) \end{gathered}")
     hijack_attack(sel)
     try_this(
         "Raise α from 1 to 10 on the undefended model: heads whose query has a positive dot product with the "
@@ -415,8 +434,8 @@ def equivalence_panel() -> None:
         "has the same norm; then the kernel is a Gaussian around the query's direction $u$ with variance "
         "$1/(\\text{scale}\\cdot|q|)$. And the one-hot limit picks the key with the **largest dot product**, which "
         "is the **nearest** key only when the norms are equal. Stretch one key and watch both statements fail.")
-    st.latex(r"\operatorname{softmax}_j(q\cdot k_j) = \operatorname{NW}_j \iff |k_j| \text{ equal};\qquad"
-             r"\arg\max_j q\cdot k_j = \arg\min_j |u - k_j| \iff |k_j| \text{ equal}")
+    st.latex(r"\begin{gathered} \operatorname{softmax}_j(q\cdot k_j) = \operatorname{NW}_j \iff |k_j| \text{ equal} \\ "
+             r"\arg\max_j q\cdot k_j = \arg\min_j |u - k_j| \iff |k_j| \text{ equal} \end{gathered}")
     equivalence_keys()
     try_this(
         "At stretch 1 the bars match to about 1e-16 and A (nearest) wins. Stretch B to 1.5: the bars part.",
@@ -442,7 +461,7 @@ def equivalence_keys() -> None:
                         config=chart_config("retrieval", None, f"equivalence-keys-stretch{stretch:g}"))
     with right:
         st.plotly_chart(R.weights_figure(names, result.attention, result.kernel,
-                                         title=f"attention against the Gaussian kernel (variance {result.variance:.3g})"),
+                                         title=f"attention against the Gaussian kernel<br>(variance {result.variance:.3g})"),
                         key="retrieval.eq_weights",
                         config=chart_config("retrieval", None, f"attention-vs-kernel-stretch{stretch:g}"))
     same = result.argmax_dot == result.nearest

@@ -31,15 +31,36 @@ SCROLLED_KEY = "glassbox.lesson.scrolled"  # the (lesson id, step) whose page wa
 # Our own constant script (no input in it): a new step starts at the top of the page, where its bar is.
 TO_TOP = ("<script>/* step {step} */ const m = document.querySelector('[data-testid=\"stMain\"]');"
           " if (m) m.scrollTo(0, 0); window.scrollTo(0, 0);</script>")
+# Presenter mode: no sidebar, large type, and the step's notes in a panel fixed at the right of the screen,
+# so the page itself (its figure) starts at the top of the projector's first screen instead of below the notes.
+# Presenter mode's version (the notes are a panel beside the page): scroll the page just far enough that its
+# first figure shows whole on the projector's first screen, once the figure is drawn (or give up after 15 s, or
+# as soon as the teacher scrolls). Our own constant script.
+TO_FIGURE = ("<script>/* step {step} */ (() => {{ const m = document.querySelector('[data-testid=\"stMain\"]');"
+             " if (!m) return; m.scrollTo(0, 0); let tries = 0;"
+             " const look = () => {{ if (m.scrollTop > 0 || ++tries > 75) return;"
+             " const c = m.querySelector('[data-testid=\"stPlotlyChart\"], [data-testid=\"stVegaLiteChart\"],"
+             " [data-testid=\"stImage\"]'); const r = c && c.getBoundingClientRect();"
+             " if (!r || r.height < 50) {{ setTimeout(look, 200); return; }}"
+             " const over = r.bottom - window.innerHeight + 16; if (over > 0) m.scrollBy(0, Math.min(over, r.top - 8)); }};"
+             " setTimeout(look, 300); }})();</script>")
 PRESENT_CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stHeader"],
 [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stSidebarNav"] { display: none !important; }
-html, body, [data-testid="stApp"] { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { padding: 1rem 1.5rem; max-width: 100%; }
-[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; line-height: 1.45; }
-h1 { font-size: 2.2rem !important; } h2, h3 { font-size: 1.7rem !important; }
-[data-testid="stPlotlyChart"] .main-svg text { font-size: 16px !important; }
+html, body, [data-testid="stApp"] { font-size: 20px; }
+.st-key-page_lead { display: none !important; }  /* the page's lead: the panel's narration takes its place */
+[data-testid="stMainBlockContainer"] { padding: 1rem calc(33vw + 0.5rem) 1rem 1.5rem !important; max-width: 100%; }
+/* the block holding the panel is not contained (ui/shell/offscreen.py): a contained block would frame it */
+[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"] > *:has(.st-key-lesson_bar) {
+  content-visibility: visible !important; contain: none !important; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1rem; line-height: 1.4; }
+h1 { font-size: 1.8rem !important; } h2, h3 { font-size: 1.4rem !important; }
+.st-key-lesson_bar { position: fixed; top: 0.75rem; right: 0.75rem; bottom: 0.75rem; width: calc(33vw - 1.5rem);
+  overflow-y: auto; z-index: 1000; background: var(--st-background-color, #ffffff); }
+.st-key-lesson_bar [data-testid="stMarkdownContainer"] p, .st-key-lesson_bar [data-testid="stMarkdownContainer"] li {
+  font-size: 1.05rem; line-height: 1.4; }
+.st-key-lesson_bar h4 { font-size: 1.3rem !important; }
 .st-key-lesson_pgup, .st-key-lesson_pgdn { display: none !important; }  /* keys only: a clicker's page up/down */
 </style>
 """
@@ -151,27 +172,44 @@ def _leave() -> None:
 
 
 def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
-    """The bar: lesson, step k of n, narration, try this, the check, and the step buttons. In presenter
-    mode the narration and the check sit side by side, so the page's figure still shows at 1024x768.
+    """The bar: lesson, step k of n, narration, try this, the check, and the step buttons. Compact: the
+    narration and the task sit side by side under one line of step title and buttons. In presenter mode the
+    bar is a panel at the right of the screen (PRESENT_CSS) beside the page, whose figure shows at 1024x768.
     `locked`: a student following a class cannot step on their own (the teacher moves the class)."""
     step, n = lesson.steps[k - 1], len(lesson.steps)
     if st.session_state.get(SCROLLED_KEY) != (lesson.id, k):
         st.session_state[SCROLLED_KEY] = (lesson.id, k)
-        st.html(TO_TOP.format(step=f"{lesson.id} {k}"), unsafe_allow_javascript=True)
+        script = TO_FIGURE if presenting() else TO_TOP
+        st.html(script.format(step=f"{lesson.id} {k}"), unsafe_allow_javascript=True)
     with st.container(border=True, key="lesson_bar"):
         teaching = classroom.teaching()
-        st.caption(f":material/school: **{literal(lesson.title)}** · {literal(step.section)} · step {k} of {n}"
-                   + (f" · :material/groups: class **{teaching}**" if teaching else ""))
+        where = (f":material/school: **{literal(lesson.title)}** · {literal(step.section)} · step {k} of {n}"
+                 + (f" · :material/groups: class **{teaching}**" if teaching else ""))
+        if presenting():  # a narrow panel: one column, the buttons on top where the teacher's hand goes
+            st.caption(where)
+            st.progress(k / n)
+            nav_buttons(lesson, k, n, locked)
+            st.markdown(f"#### {literal(step.title)}")
+            story_text(step.narration)
+            task_text(lesson, k, step)
+            return
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.caption(where)
+            nav_buttons(lesson, k, n, locked)
         st.progress(k / n)
-        story, task = st.columns([3, 2]) if presenting() else (st.container(), st.container())
+        story, task = st.columns([3, 2])
         with story:
             st.markdown(f"#### {literal(step.title)}")
             story_text(step.narration)
         with task:
-            st.markdown("**Try this**\n\n" + "\n".join(f"- {literal(p)}" for p in step.try_this))
-            if step.check is not None:
-                check_panel(lesson, k, step.check)
-        nav_buttons(lesson, k, n, locked)
+            task_text(lesson, k, step)
+
+
+def task_text(lesson: L.Lesson, k: int, step: L.Step) -> None:
+    """The step's 'try this' list and its check."""
+    st.markdown("**Try this**\n\n" + "\n".join(f"- {literal(p)}" for p in step.try_this))
+    if step.check is not None:
+        check_panel(lesson, k, step.check)
 
 
 def story_text(text: str) -> None:
@@ -188,11 +226,13 @@ def nav_buttons(lesson: L.Lesson, k: int, n: int, locked: bool = False) -> None:
     present = presenting()
     if locked:
         st.caption("Your teacher moves the class from step to step; *Explore on my own* above lets you step alone.")
-    with st.container(horizontal=True, key="lesson_nav"):
-        st.button("Back", icon=":material/arrow_back:", disabled=k == 1 or locked, on_click=_go, args=(k - 1,),
-                  key="lesson_back", shortcut="Left" if present else None)
-        st.button("Next", icon=":material/arrow_forward:", type="primary", disabled=k == n or locked, on_click=_go,
-                  args=(k + 1,), key="lesson_next", shortcut="Right" if present else None)
+    with st.container(horizontal=True, key="lesson_nav", width="content"):
+        # With a keyboard shortcut Streamlit draws the key (an arrow) after the label: no arrow icon then.
+        st.button("Back", icon=None if present else ":material/arrow_back:", disabled=k == 1 or locked, on_click=_go,
+                  args=(k - 1,), key="lesson_back", shortcut="Left" if present else None)
+        st.button("Next", icon=None if present else ":material/arrow_forward:", type="primary",
+                  disabled=k == n or locked, on_click=_go, args=(k + 1,), key="lesson_next",
+                  shortcut="Right" if present else None)
         st.button("Reset this step", icon=":material/restart_alt:", on_click=_reset, key="lesson_reset",
                   help="Open this step's view again (model, input and every control).")
         if present:  # page up / page down, as a presentation clicker sends them
@@ -215,11 +255,17 @@ def solution(check: L.Check) -> C.Solution:
     return _solution(check.kind, json.dumps(dict(check.args), sort_keys=True))
 
 
+def check_state() -> dict[str, str]:
+    """What a state check reads: the URL's parameters through the reader every page and the sidebar use
+    (ui.shell.query: one longer than MAX_PARAM_CHARS is read as absent, with the same note), never the raw URL;
+    core.checks then keeps to the page's own bounds (the Masks page's 32 tokens, its knobs' ranges)."""
+    return {name: value for name in st.query_params if (value := query.parse_text(name)) is not None}
+
+
 def grade(check: L.Check, answer) -> C.Feedback:
-    """The verdict on an answer (pick, number) or on what the student has set (the URL as it stands)."""
+    """The verdict on an answer (pick, number) or on what the student has set (the URL as the pages read it)."""
     if check.sort == C.STATE:
-        state = {name: st.query_params.get(name) for name in st.query_params}
-        return C.grade(check.kind, check.args, ctx=C.Context(load_model=models.get_model, state=state))
+        return C.grade(check.kind, check.args, ctx=C.Context(load_model=models.get_model, state=check_state()))
     if answer is None:
         return C.Feedback(False, "Pick one of the options first." if check.sort == C.PICK else "Type a number first.")
     return C.grade(check.kind, check.args, answer, solution=solution(check))
@@ -230,20 +276,25 @@ def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
     where = (lesson.id, k)
     st.markdown(f"**Check:** {literal(check.question)}")
     answer = None
+    row = st.container(horizontal=True, vertical_alignment="bottom")  # the answer and its button on one line
     try:
-        if check.sort == C.PICK:
-            answer = st.radio("Your answer", solution(check).options, index=None, horizontal=True,
-                              key=f"lesson_answer.{lesson.id}.{k}", label_visibility="collapsed",
-                              format_func=literal)
-        elif check.sort == C.NUMBER:
-            answer = st.number_input("Your answer", value=None, format="%.4f", key=f"lesson_answer.{lesson.id}.{k}",
-                                     placeholder="type a number", label_visibility="collapsed")
+        with row:
+            if check.sort == C.PICK:
+                answer = st.radio("Your answer", solution(check).options, index=None, horizontal=True,
+                                  key=f"lesson_answer.{lesson.id}.{k}", label_visibility="collapsed",
+                                  format_func=literal)
+            elif check.sort == C.NUMBER:
+                answer = st.number_input("Your answer", value=None, format="%.4f",
+                                         key=f"lesson_answer.{lesson.id}.{k}", placeholder="type a number",
+                                         label_visibility="collapsed", width=200)
     except ValueError as exc:
         st.error(literal(f"This check cannot run on this server: {exc}"))
         return
     label = "Check what I set" if check.sort == C.STATE else "Check"
     feedback = st.session_state.setdefault(FEEDBACK_KEY, {})
-    if st.button(label, icon=":material/task_alt:", key=f"lesson_check.{lesson.id}.{k}"):
+    with row:
+        pressed = st.button(label, icon=":material/task_alt:", key=f"lesson_check.{lesson.id}.{k}")
+    if pressed:
         try:
             verdict = grade(check, answer)
         except ValueError as exc:  # e.g. a teacher's check names a role or preset that does not exist

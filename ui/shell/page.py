@@ -1,4 +1,4 @@
-"""The shape every page shares: a title, the idea in a paragraph, the equation, and 'try this'."""
+"""The shape every page shares: a title, a short lead (the idea and its equation one click away), and 'try this'."""
 
 from __future__ import annotations
 
@@ -12,16 +12,40 @@ from ui.shell import export, query
 from ui.shell.params import Int
 
 
-def header(title: str, idea: str, equation: str | None = None) -> None:
-    """Title (with "Copy link to this view" beside it, or under it where the row is too narrow), a
-    one-paragraph idea in our own words, and the equation it is about."""
+# Page-wide layout: less empty band above the title (the 3.75rem header stays clear), and a title that leaves room for the Copy link button
+# beside it on a 1024-wide screen (where the sidebar takes 300 px), so the figure starts on the first screen.
+PAGE_CSS = (
+    "<style>[data-testid='stMainBlockContainer'] { padding-top: 4.5rem; }"
+    " @media (max-width: 1200px) { [data-testid='stMainBlockContainer'] h1 { font-size: 2.1rem; } }"
+    "</style>"
+)
+
+
+def header(title: str, idea: str, equation: str | None = None, *, lead: str) -> None:
+    """Title (with "Copy link to this view" beside it), a one- or two-sentence `lead`, and the idea in
+    full with its equation one click away: the page's first figure follows on the first screen."""
+    st.html(PAGE_CSS)
     with st.container(horizontal=True, vertical_alignment="center", gap="small"):
         st.title(title, width="content")
         export.page_tools()
     query.show_notes()
-    st.markdown(idea)
-    if equation:
-        st.latex(equation)
+    with st.container(key="page_lead"):  # presenter mode hides it: the lesson panel says what to look at
+        st.markdown(lead)
+        with st.expander("Read more: the idea in full" + (" and its equation" if equation else "")):
+            st.markdown(idea)
+            if equation:
+                st.latex(equation)
+
+
+def lead(short: str, label: str, full: str, *equations: str) -> None:
+    """A section's one- or two-sentence lead, then its full explanation and its equations (one st.latex each,
+    narrow enough for the column beside the sidebar at 1024 px) in a closed expander: the figures come up
+    sooner, and nothing of the text is lost."""
+    st.markdown(short)
+    with st.expander(label):
+        st.markdown(full)
+        for equation in equations:
+            st.latex(equation)
 
 
 def csv_bytes(rows) -> bytes:

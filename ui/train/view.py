@@ -4,9 +4,13 @@ scrubber, keeping the model, and opening a checkpoint. pages/train.py calls them
 Kept in a module (not the page file) so it is compiled once per process; the training itself
 and the page's cached work are in ui.train.runs, the numbers in core.analysis.train.
 
-What a click reruns: every setting but the task feeds "settings", read by two sections
-(ui.shell.sections: `@S.section(..., reads=...)`), the notes and summary (`summary`) and the buttons
-(`controls`), which read the settings from the session (`settings_now`); a change reruns those alone. A
+The page's first figure is the learning-rate schedule of the planned run (`schedule`), drawn before any
+training under the three settings it shows (steps, learning rate, warm-up).
+
+What a click reruns: every setting but the task feeds "settings", read by three sections
+(ui.shell.sections: `@S.section(..., reads=...)`), the learning-rate chart (`schedule`), the notes and
+summary (`summary`) and the buttons (`controls`), which read the settings from the session
+(`settings_now`); a change reruns those alone. A
 typed number that had to be clamped, or steps that move the automatic warm-up, rerun the whole page
 instead, so that the boxes show the values used (`settle_typed`); so do the task (it changes the
 architectures offered) and the two presets (they change three boxes). The buttons start, pause or stop
@@ -21,6 +25,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from core.analysis import train as A
@@ -29,6 +34,7 @@ from core.checkpoints import MAX_UPLOAD_BYTES, describe_limits
 from core.families import SIZE_PRESETS
 from core.figures import train as F
 from core.tasks import TASKS, get_task
+from core.train import lr_factor
 from ui.shell import models
 from ui.train import runs as R
 from ui.shell.export import chart_config
@@ -51,6 +57,9 @@ NOTES_KEY = "train.notes"  # messages about typed values that were clamped, show
 AUTO_KEY = "train.auto_warmup"  # the automatic warm-up the warm-up box's placeholder shows (the last full run's)
 VIEW_KIND_KEY, VIEW_LAYER_KEY = "train.view_kind", "train.view_layer"  # which heatmaps (not in the URL)
 MAX_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # uploads over this are refused (a teaching model is ~KB)
+# px: select boxes wide enough to show their longest option whole at any screen width (a row wraps instead)
+TASK_BOX, WIDE_BOX, MID_BOX, NARROW_BOX = 280, 240, 225, 150
+MAX_SESSION_UPLOADS = 3  # uploaded models a session keeps: each stays in the server's memory (19 MB files: ~55 MB each)
 
 
 def run_chart(run: R.TrainingRun, view: str) -> dict:
@@ -175,44 +184,54 @@ def preset_buttons() -> None:
                                          f"rate to {PRESET_LR:g}; every other setting stays as it is.")
 
 
-def variant_widgets(steps) -> None:
-    """The third row: warm-up, the attention score, key-norm clipping, the MLP's activation, head diversity."""
-    c1, c2, c3, c4, c5 = st.columns(5)
+def schedule_widgets() -> None:
+    """The three settings the learning-rate chart draws, in one row above it: steps, peak learning rate and
+    warm-up (reading the steps to show the automatic warm-up in the warm-up box)."""
+    c1, c2, c3 = st.columns(3)
+    steps = number(c1, "Steps", "steps", 50, f"AdamW steps of {A.BATCH_SIZE} fresh examples each, {_range('steps')}: "
+                                             "the cap keeps one run from hogging the shared server.")
+    number(c2, "Learning rate", "lr", 1e-4, f"The peak step size, reached after the warm-up; {_range('lr')}.",
+           fmt="%.4f")
     auto = st.session_state[AUTO_KEY] = auto_warmup(steps)  # `settle_typed` reruns the page when steps move it
-    number(c1, "Warm-up steps", "warmup", 10, f"Steps over which the learning rate climbs to its peak, "
+    number(c3, "Warm-up steps", "warmup", 10, f"Steps over which the learning rate climbs to its peak, "
            f"{_range('warmup')}; 0 starts at the full rate. Empty: a tenth of the run, at most 100.",
            placeholder=f"auto ({auto})")
-    URL.score.widget(c2.selectbox, "Attention score", format_func=SCORE_LABELS.get, feeds="settings",
-                     help="How a query and a key become a score before the softmax.")
-    number(c3, "Key-norm clip", "key_norm_clip", 0.5,
-           f"Shrink every key longer than this back to this length, {_range('key_norm_clip')}; 0 = off.", fmt="%.2f")
-    URL.act.widget(c4.selectbox, "MLP activation", format_func=ACT_LABELS.get, feeds="settings")
-    number(c5, "Head diversity λ", "head_mi", 0.01,
-           f"Weight of the penalty on the information heads of a layer share, {_range('head_mi')}; 0 = off.",
-           fmt="%.3f")
 
 
-def settings_widgets() -> None:
-    """The three rows of settings and the presets. Every control but the task reruns only the sections that read
-    the settings ("settings"); the task changes the architectures offered, so it reruns the page."""
+def variant_widgets() -> None:
+    """The fourth row: the attention score, key-norm clipping, the MLP's activation, head diversity."""
+    with st.container(horizontal=True):  # wraps on a narrow screen rather than cutting the score's name
+        URL.score.widget(st.selectbox, "Attention score", format_func=SCORE_LABELS.get, feeds="settings",
+                         help="How a query and a key become a score before the softmax.", width=WIDE_BOX)
+        number(st, "Key-norm clip", "key_norm_clip", 0.5,
+               f"Shrink every key longer than this back to this length, {_range('key_norm_clip')}; 0 = off.",
+               fmt="%.2f", width=NARROW_BOX)
+        URL.act.widget(st.selectbox, "MLP activation", format_func=ACT_LABELS.get, feeds="settings",
+                       width=NARROW_BOX)
+        number(st, "Head diversity λ", "head_mi", 0.01,
+               f"Weight of the penalty on the information heads of a layer share, {_range('head_mi')}; 0 = off.",
+               fmt="%.3f", width=NARROW_BOX)
+
+
+def model_widgets() -> None:
+    """The rows under the schedule: the task and the model's shape, its variants, and the presets. Every control
+    but the task reruns only the sections that read the settings ("settings"); the task changes the
+    architectures offered, so it reruns the page."""
+    with st.container(horizontal=True):  # wraps on a narrow screen rather than cutting the options' names
+        URL.task.widget(st.selectbox, "Task", format_func=lambda n: TASKS[n].title, width=TASK_BOX,
+                        help="The toy task the model learns; each says which positions are scored.")
+        URL.arch.widget(st.selectbox, "Architecture", choices=task_archs(), feeds="settings", width=NARROW_BOX,
+                        help="Only the architectures this task supports are offered.")
+        URL.pos.widget(st.selectbox, "Positions", format_func=POS_LABELS.get, feeds="settings", width=MID_BOX)
+        URL.norm.widget(st.selectbox, "LayerNorm", format_func=NORM_LABELS.get, feeds="settings", width=MID_BOX,
+                        help="Where each block's LayerNorm sits.")
     c1, c2, c3, c4 = st.columns(4)
-    URL.task.widget(c1.selectbox, "Task", format_func=lambda n: TASKS[n].title,
-                    help="The toy task the model learns; each says which positions are scored.")
-    URL.arch.widget(c2.selectbox, "Architecture", choices=task_archs(), feeds="settings",
-                    help="Only the architectures this task supports are offered.")
-    URL.pos.widget(c3.selectbox, "Positions", format_func=POS_LABELS.get, feeds="settings")
-    URL.norm.widget(c4.selectbox, "LayerNorm placement", format_func=NORM_LABELS.get, feeds="settings")
-    c1, c2, c3, c4, c5, c6 = st.columns(6)
     number(c1, "Layers", "n_layers", 1, f"Blocks per stack, {_range('n_layers')}.")
     number(c2, "d_model", "d_model", 8, f"Width of the residual stream, {_range('d_model')}; it must divide evenly "
                                         "by the number of heads.")
     number(c3, "Heads", "n_heads", 1, f"Attention heads per layer, {_range('n_heads')}.")
-    steps = number(c4, "Steps", "steps", 50, f"AdamW steps of {A.BATCH_SIZE} fresh examples each, {_range('steps')}: "
-                                             "the cap keeps one run from hogging the shared server.")
-    number(c5, "Learning rate", "lr", 1e-4, f"The peak step size, reached after the warm-up; {_range('lr')}.",
-           fmt="%.4f")
-    number(c6, "Seed", "seed", 1, f"Fixes the initial weights and the order of the batches; {_range('seed')}.")
-    variant_widgets(steps)
+    number(c4, "Seed", "seed", 1, f"Fixes the initial weights and the order of the batches; {_range('seed')}.")
+    variant_widgets()
     preset_buttons()
 
 
@@ -260,43 +279,81 @@ def describe_settings(settings: TrainSettings) -> None:
                    "learning rate never reaches its peak.")
 
 
+def schedule_figure(settings: TrainSettings) -> go.Figure:
+    """The learning rate η_t of every step of the planned run (core.train.lr_factor, the factor the Trainer
+    applies): a linear climb over the warm-up, then a cosine down to a tenth of the peak."""
+    steps = np.arange(settings.steps)
+    warmup = settings.warmup_steps
+    eta = np.array([settings.lr * lr_factor(int(t), settings.steps, warmup) for t in steps])
+    fig = go.Figure(go.Scatter(x=steps, y=eta, mode="lines", name="η_t", line=dict(color="#1f77b4", width=3),
+                               hovertemplate="step %{x}: η = %{y:.3g}<extra></extra>"))
+    if 0 < warmup < settings.steps:
+        fig.add_vrect(x0=0, x1=warmup, fillcolor="#f2b134", opacity=0.18, line_width=0)  # the warm-up, shaded
+    fig.update_xaxes(title_text="training step t", range=[0, max(1, settings.steps - 1)])
+    fig.update_yaxes(title_text="learning rate η_t", rangemode="tozero", exponentformat="none")
+    fig.update_layout(title=dict(text=f"Learning rate over the run: peak {settings.lr:g}, "
+                                      f"warm-up {warmup} of {settings.steps} steps (shaded)",
+                                 x=0, xanchor="left", font=dict(size=15)),
+                      height=250, margin=dict(l=10, r=10, t=40, b=10), showlegend=False, font=dict(size=13))
+    return fig
+
+
+@S.section("schedule", reads=("settings",))
+def schedule() -> None:
+    """The learning-rate chart for the steps, learning rate and warm-up the controls hold now: a setting's change
+    redraws it with the summary and the buttons."""
+    settings, _ = settings_now()
+    st.plotly_chart(schedule_figure(settings), key="train.schedule",
+                    config=chart_config("train", f"{settings.task}-{settings.arch}-run",
+                                        f"learning-rate-{settings.steps}steps-warmup{settings.warmup_steps}"))
+
+
 def setup_panel() -> None:
-    """Section 1: the schedule, the settings, and (a section) the notes about clamped values and what the
-    settings add up to."""
+    """Section 1: the schedule's settings and its live chart first, then the task and the model's shape, and
+    (a section) the notes about clamped values and what the settings add up to. The long explanation and the
+    equations are one click away."""
     st.subheader("1 · Set up the run")
-    st.markdown(
-        "The sum runs over the scored positions S only (which ones depends on the task). "
-        "Each step uses 64 new random examples, so the model cannot memorise them. The learning rate "
-        "climbs linearly during a short warm-up (Adam's running averages are unreliable at first, and "
-        "post-LN models in particular blow up without it), then eases down along a cosine so the last "
-        "steps settle instead of bouncing around. Each of the h heads reads a slice of width d_model / h. "
-        "The third row changes the model itself: how a query and a key are scored (divided by the square root "
-        "of the head width, not divided, or the cosine of their angle times 8), a cap on how long a key may "
-        "be, the MLP's bend (GELU or ReLU), and an optional penalty that makes heads of the same layer carry "
-        "different information (section 3 shows how much they share)."
-    )
-    st.latex(r"\eta_t = \eta\cdot\begin{cases}\dfrac{t+1}{W} & t < W \\[4pt] 0.1 + 0.9\cdot\tfrac12\left(1+\cos\pi\,"
-             r"\dfrac{t-W}{T-W}\right) & t \ge W\end{cases}\qquad d_{\text{head}} = \dfrac{d_{\text{model}}}{h}")
-    settings_widgets()
+    st.markdown("The learning rate climbs during a warm-up, then eases down along a cosine: the chart follows the "
+                "three settings above it. The task and the model's shape come below it.")
+    with st.expander("Read more: the schedule, the scored positions and the model's variants, with the maths"):
+        st.markdown(
+            "The sum runs over the scored positions S only (which ones depends on the task). "
+            "Each step uses 64 new random examples, so the model cannot memorise them. The learning rate "
+            "climbs linearly during a short warm-up (Adam's running averages are unreliable at first, and "
+            "post-LN models in particular blow up without it), then eases down along a cosine so the last "
+            "steps settle instead of bouncing around. Each of the h heads reads a slice of width d_model / h. "
+            "The last row of settings changes the model itself: how a query and a key are scored (divided by the "
+            "square root of the head width, not divided, or the cosine of their angle times 8), a cap on how long "
+            "a key may be, the MLP's bend (GELU or ReLU), and an optional penalty that makes heads of the same "
+            "layer carry different information (section 3 shows how much they share)."
+        )
+        st.latex(r"\eta_t = \eta\cdot\begin{cases}\dfrac{t+1}{W} & t < W \\[4pt] 0.1 + 0.9\cdot\tfrac12\left(1+\cos\pi\,"
+                 r"\dfrac{t-W}{T-W}\right) & t \ge W\end{cases}")
+        st.latex(r"d_{\text{head}} = \dfrac{d_{\text{model}}}{h}")
+    schedule_widgets()
+    schedule()
+    model_widgets()
     summary()
-    try_this(
-        "Train the default (reverse, encoder, 300 steps). Somewhere around step 75-150 the loss falls off a "
-        "cliff: that is when the heads find the mirror pattern. Seeds 1 and 2 move the cliff a little; it "
-        "always comes.",
-        "Same run with **Positions: None**. Without positions every slot looks identical to the encoder, "
-        "so it cannot know where to read from: the loss stalls.",
-        "Set d_model to 60 with 8 heads and read the message; then pick 64.",
-        "Train the **future legality** task as a **decoder**, then as an **encoder**: the decoder stays near "
-        "chance because the rule arrives after the digits it must judge.",
-        f"Press **Pre-LN, no warm-up** and train the default reverse task; then **Post-LN, no warm-up**. At "
-        f"learning rate {PRESET_LR:g} the pre-LN model still reaches 100%, while the post-LN loss stalls "
-        "above 1 and its accuracy stays near 0: its gradient passes through every block's LayerNorm, and "
-        "full-size first steps, taken while Adam's averages are still noise, throw it somewhere it does not "
-        "recover from. Now set the warm-up to 100 and train post-LN again: it learns.",
-        "Pick **Plain dot** as the score with d_model 128 and 2 heads: without the division by the square root "
-        "of 64 the first scores are large, the softmax saturates, and the loss falls later than with the "
-        "scaled score.",
-    )
+
+
+SETUP_PROMPTS = (
+    "Train the default (reverse, encoder, 300 steps). Somewhere around step 75-150 the loss falls off a "
+    "cliff: that is when the heads find the mirror pattern. Seeds 1 and 2 move the cliff a little; it "
+    "always comes.",
+    "Same run with **Positions: None**. Without positions every slot looks identical to the encoder, "
+    "so it cannot know where to read from: the loss stalls.",
+    "Set d_model to 60 with 8 heads and read the message; then pick 64.",
+    "Train the **future legality** task as a **decoder**, then as an **encoder**: the decoder stays near "
+    "chance because the rule arrives after the digits it must judge.",
+    f"Press **Pre-LN, no warm-up** and train the default reverse task; then **Post-LN, no warm-up**. At "
+    f"learning rate {PRESET_LR:g} the pre-LN model still reaches 100%, while the post-LN loss stalls "
+    "above 1 and its accuracy stays near 0: its gradient passes through every block's LayerNorm, and "
+    "full-size first steps, taken while Adam's averages are still noise, throw it somewhere it does not "
+    "recover from. Now set the warm-up to 100 and train post-LN again: it learns.",
+    "Pick **Plain dot** as the score with d_model 128 and 2 heads: without the division by the square root "
+    "of 64 the first scores are large, the softmax saturates, and the loss falls later than with the "
+    "scaled score.",
+)  # shown under the live view, next to the Train button they are about
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,19 +483,23 @@ def train_panel(device: str) -> None:
     """Section 2: what the live view shows, the buttons (a section), and the live view (a fragment that
     reruns itself while a run trains)."""
     st.subheader("2 · Train and watch")
-    st.markdown(
-        "The curves share their x axis with the whole planned run, so they also show how far along it is. "
-        "The thin line is each batch's value, the thick one a moving average. The heatmaps show the newest "
-        "snapshot of the attention on one fixed example; brighter cells carry more weight (0 to 1). "
-        f"Training runs in short bursts, at most {R.MAX_CONCURRENT} runs train at the same moment on this "
-        f"server, and while other students use it training gets at most {R.TRAIN_SHARE:.0%} of its time, so "
-        "everyone's pages stay quick. It only advances while this page is open; come back "
-        "and it continues where it stopped."
-    )
+    st.markdown("Press **Train**: the loss curve and the newest attention snapshot update about once a second while "
+                "the model learns.")
+    with st.expander("Read more: what the live view shows, and how training shares the server"):
+        st.markdown(
+            "The curves share their x axis with the whole planned run, so they also show how far along it is. "
+            "The thin line is each batch's value, the thick one a moving average. The heatmaps show the newest "
+            "snapshot of the attention on one fixed example; brighter cells carry more weight (0 to 1). "
+            f"Training runs in short bursts, at most {R.MAX_CONCURRENT} runs train at the same moment on this "
+            f"server, and while other students use it training gets at most {R.TRAIN_SHARE:.0%} of its time, so "
+            "everyone's pages stay quick. It only advances while this page is open; come back "
+            "and it continues where it stopped."
+        )
     controls(device)
     run = R.current()
     running = run is not None and run.status == "running"
     st.fragment(live_panel, run_every=R.TICK_SECONDS if running else None)()
+    try_this(*SETUP_PROMPTS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,6 +656,12 @@ def upload_widget() -> None:
         return
     if file.size > MAX_UPLOAD_BYTES:
         st.error(f"{file.name} is {file.size / 1e6:.1f} MB; the limit is {MAX_MB} MB.")
+        return
+    opened = st.session_state.get(R.UPLOADS_KEY, {})
+    if file.file_id not in opened and len(set(opened.values()) & set(models.user_models())) >= MAX_SESSION_UPLOADS:
+        st.error(f"This session already holds {MAX_SESSION_UPLOADS} uploaded models, the most it keeps: each stays "
+                 "in the server's memory. Use one of them from the sidebar, or open the app in a new tab (a fresh "
+                 "session) to open another.", icon=":material/block:")
         return
     try:
         model_id, meta, new = R.open_upload(file.file_id, file.name, file.getvalue())
