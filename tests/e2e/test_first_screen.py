@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import SCREENSHOTS, assert_no_exception, open_page
+from tests.e2e.test_narrow_attention_heads_masks import CUT_EQUATIONS
 from ui.shell.nav import PAGES
 
 pytestmark = pytest.mark.e2e
@@ -20,8 +21,9 @@ SIZES = [(1440, 900), (1024, 768)]
 FIGURE_SHOWN = 150  # px of the first figure a student sees without scrolling, at least
 FIGURE = ("[data-testid='stMain'] [data-testid='stPlotlyChart'], [data-testid='stMain'] [data-testid='stVegaLiteChart'],"
           " [data-testid='stMain'] [data-testid='stImage']")
-# The Lessons page has no figure: its first lesson's Start button (the main area's first button) stands for it.
-LESSONS_FIRST = "[data-testid='stMain'] [data-testid='stButton']"
+# The Lessons page has no figure: its first lesson's Start button stands for it (the button itself: its block is
+# there, as a grey placeholder, before the button's code has drawn it).
+LESSONS_FIRST = "[data-testid='stMain'] [class*='st-key-start-'] button"
 
 FIRST_TOP = """(sel) => { const e = document.querySelector(sel); if (!e) return null;
   const r = e.getBoundingClientRect(); return r.height > 0 ? r.top : null; }"""
@@ -88,6 +90,8 @@ def test_presenter_mode_shows_the_steps_figure_beside_its_notes(server_url, cont
         notes = page.locator(".st-key-lesson_bar").bounding_box()
         assert notes["x"] >= figure["x"] + figure["width"] - 1, "the step's notes cover the figure"
         assert notes["y"] >= 0 and notes["y"] + notes["height"] <= height + 1, "the notes run off the screen"
+        wide = page.evaluate(CUT_EQUATIONS)  # (scrolls each into view: after the figure's place was read)
+        assert not wide, f"equations wider than the page's column in presenter mode: {wide}"
         for key, word in (("lesson_back", "Back"), ("lesson_next", "Next")):
             button = page.locator(f".st-key-{key} button")
             assert button.inner_text().strip().startswith(word)

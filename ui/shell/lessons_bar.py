@@ -56,6 +56,7 @@ html, body, [data-testid="stApp"] { font-size: 20px; }
   content-visibility: visible !important; contain: none !important; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1rem; line-height: 1.4; }
 h1 { font-size: 1.8rem !important; } h2, h3 { font-size: 1.4rem !important; }
+.katex-display > .katex { font-size: 1em !important; }  /* KaTeX's 1.21em at the larger type overran the column */
 .st-key-lesson_bar { position: fixed; top: 0.75rem; right: 0.75rem; bottom: 0.75rem; width: calc(33vw - 1.5rem);
   overflow-y: auto; z-index: 1000; background: var(--st-background-color, #ffffff); }
 .st-key-lesson_bar [data-testid="stMarkdownContainer"] p, .st-key-lesson_bar [data-testid="stMarkdownContainer"] li {
