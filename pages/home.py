@@ -17,7 +17,8 @@ header(
     "brackets), small enough that their attention can be read by eye. Every page takes one idea from the "
     "Transformer and lets you see it and change it on a real model.\n\n"
     "**How to use it.** Pick a model and an input in the sidebar: every page uses them. Each page opens with "
-    "the idea and its equation, then live figures, then *try this* suggestions. Everything you set is kept "
+    "a line on its idea and its live figure; *Read more* holds the idea in full with its equation, and *try this* "
+    "suggestions follow the figures. Everything you set is kept "
     "in the address bar, so copying the URL shares exactly the view you are looking at.",
     r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)V",
     lead='A small Transformer, trained here on toy tasks, that you can open up and poke. Pick a model and an input in the sidebar, then a page below: everything you set stays in the address bar.',
