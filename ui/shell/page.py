@@ -30,11 +30,8 @@ def header(title: str, idea: str, equation: str | None = None, *, lead: str) -> 
         export.page_tools()
     query.show_notes()
     with st.container(key="page_lead"):  # presenter mode hides it: the lesson panel says what to look at
-        st.markdown(lead)
-        with st.expander("Read more: the idea in full" + (" and its equation" if equation else "")):
-            st.markdown(idea)
-            if equation:
-                st.latex(equation)
+        _section_lead(lead, "Read more: the idea in full" + (" and its equation" if equation else ""), idea,
+                     *([equation] if equation else []))
 
 
 def lead(short: str, label: str, full: str, *equations: str) -> None:
@@ -46,6 +43,9 @@ def lead(short: str, label: str, full: str, *equations: str) -> None:
         st.markdown(full)
         for equation in equations:
             st.latex(equation)
+
+
+_section_lead = lead  # for `header`, whose parameter `lead` hides the function's name
 
 
 def csv_bytes(rows) -> bytes:
