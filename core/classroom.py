@@ -302,6 +302,25 @@ class RedisStore:
                                self._entry(state, token_digest(token)), ex=self.ttl, nx=True))
 
 
+    def tally(self, name: str, window: float) -> int:
+        """Count one `name` event in the current `window`-second bucket shared by every server; returns the
+        bucket's count, this event included (INCR, then an expiry so a bucket never outlives two windows)."""
+        key = self._bucket(name, window)
+        pipe = self.client.pipeline()
+        pipe.incr(key)
+        pipe.expire(key, int(2 * window) + 1)
+        return int(self._call(pipe.execute)[0])
+
+    def recent(self, name: str, window: float) -> tuple[int, float]:
+        """(Events of `name` in the current bucket, seconds until the next bucket starts), across every server."""
+        raw = self._call(self.client.get, self._bucket(name, window))
+        return int(raw or 0), window - time.time() % window
+
+    @staticmethod
+    def _bucket(name: str, window: float) -> str:
+        return f"{REDIS_PREFIX}tally:{name}:{int(time.time() // window)}"
+
+
 def store_for(redis_url: str = "", ttl: int = DEFAULT_TTL) -> ClassStore:
     """The store the configuration asks for: Redis when a URL is given, else this process."""
     return RedisStore(redis_url, ttl) if redis_url.strip() else MemoryStore(ttl)

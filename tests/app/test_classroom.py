@@ -229,3 +229,39 @@ def test_redis_paused_stopped_and_restarted_shows_a_message_and_the_class_resume
     student.run()
     assert_ok(student)
     assert "step 4 of 9" in bar_caption(student)
+
+
+def test_with_redis_the_server_wide_limits_hold_for_the_whole_cluster(redis_server):
+    """Each server of a cluster counted failed joins and opened classes on its own, so a guesser spreading
+    guesses over K servers had K times the limit. With the classes in Redis the totals are shared: failures
+    counted by other servers (here a second store on the same Redis, as another server would) refuse this one."""
+    other_server = K.RedisStore(redis_server.url, ttl=60)
+    _clear_of_a_window_edge(classroom.JOIN_WINDOW, classroom.OPEN_WINDOW)
+    for _ in range(PER_SERVER):
+        other_server.tally("failed-join", classroom.JOIN_WINDOW)
+    at = join(app_at("pages/lessons.py"), "ZZZZZA")  # this process has seen no failure at all
+    assert any("Too many wrong class codes" in e.value for e in at.error)
+
+    for _ in range(classroom.OPENS_PER_SERVER):
+        other_server.tally("open", classroom.OPEN_WINDOW)
+    teacher = app_at("pages/lessons.py")
+    teacher.selectbox(key="lessons.class_lesson").set_value("compact-primer").run()
+    teacher.button(key="class_open").click().run()
+    assert_ok(teacher)
+    assert any("Too many classes were opened" in e.value for e in teacher.error)
+    assert TEACHER not in teacher.session_state or not teacher.session_state[TEACHER]
+
+
+def _clear_of_a_window_edge(*windows: float, margin: float = 20.0) -> None:
+    """Wait, if need be, until no counter window ends within `margin` s (the counts start afresh there)."""
+    while any(w - time.time() % w < margin for w in windows):
+        time.sleep(1.0)
+
+
+def test_the_shared_counter_counts_across_servers_and_forgets_after_its_window(redis_server):
+    one, two = K.RedisStore(redis_server.url, ttl=60), K.RedisStore(redis_server.url, ttl=60)
+    _clear_of_a_window_edge(60)
+    assert [one.tally("x", 60), two.tally("x", 60), one.tally("x", 60)] == [1, 2, 3]
+    count, left = two.recent("x", 60)
+    assert count == 3 and 0 < left <= 60
+    assert one.client.ttl(one._bucket("x", 60)) <= 121  # the bucket expires: nothing grows in Redis

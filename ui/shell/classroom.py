@@ -41,7 +41,8 @@ POLL_SECONDS = 1.0  # students see a move within this plus one rerun
 STORE_RETRY_SECONDS = 2.0  # while the store is down, a class's pages look again this often
 GONE_GRACE_SECONDS = 120.0  # a joined class that vanished (Redis restarted) is looked for this long
 
-# The limits, per process (each server of a cluster has its own; the arithmetic is in docs/deployment.md).
+# The limits. Per session always; the "per server" totals hold for the whole cluster when the classes are in
+# Redis (a counter there, shared by every server), else for this process (the arithmetic: docs/deployment.md).
 JOIN_FAILS_PER_SESSION, JOIN_FAILS_PER_SERVER, JOIN_WINDOW = 5, 60, 60.0
 OPENS_PER_SESSION, OPENS_PER_SERVER, OPEN_WINDOW = 3, 30, 600.0
 JOINS = K.Throttle(JOIN_FAILS_PER_SESSION, JOIN_FAILS_PER_SERVER, JOIN_WINDOW)
@@ -126,7 +127,11 @@ def open_class(lesson_id: str) -> Optional[K.ClassState]:
         st.error("A class can follow only a lesson from this server's list, not an uploaded one.")
         return None
     who = session_key()
-    wait = OPENS.wait(who)
+    try:
+        wait = OPENS.wait(who) or _cluster_wait("open", OPENS_PER_SERVER, OPEN_WINDOW)
+    except K.StoreDown as exc:
+        store_down(exc, "no class can be opened")
+        return None
     if wait > 0:
         _log_refusal(who, "class open refused: session %s over the limit (wait %.0f s)", who[:8], wait)
         st.error(f"Too many classes were opened here lately; try again in {wait:.0f} s.")
@@ -141,6 +146,7 @@ def open_class(lesson_id: str) -> Optional[K.ClassState]:
         store_down(exc, "no class can be opened")
         return None
     OPENS.record(who)
+    _cluster_tally("open", OPEN_WINDOW)
     st.session_state[TEACHER_KEY] = (state.code, token, (lesson_id, 1))
     st.session_state[PUSHED_KEY] = time.time()
     return state
@@ -212,6 +218,23 @@ def qr_png(text: str) -> bytes:
 # ---------------------------------------------------------------------------------------------
 
 
+def _cluster_wait(event: str, limit: int, window: float) -> float:
+    """With the classes in Redis, seconds before `event` may happen again anywhere in the cluster (0.0: now),
+    from a counter every server shares (fixed windows: at most twice `limit` across a window's edge).
+    Without Redis the process's own Throttle is the server-wide limit. Raises K.StoreDown."""
+    shared = store()
+    if not isinstance(shared, K.RedisStore):
+        return 0.0
+    count, left = shared.recent(event, window)
+    return left if count >= limit else 0.0
+
+
+def _cluster_tally(event: str, window: float) -> int:
+    """Count one `event` in the cluster's shared counter (Redis only; 0 without it). Raises K.StoreDown."""
+    shared = store()
+    return shared.tally(event, window) if isinstance(shared, K.RedisStore) else 0
+
+
 def _log_refusal(who: str, message: str, *args) -> None:
     """Log a refusal, at most once a minute per session and ten a minute per server: a refused guesser
     may go on sending, and must not fill the log."""
@@ -225,15 +248,15 @@ def find_class(code: str) -> tuple[Optional[K.ClassState], Optional[str]]:
     A failed lookup counts against this session and the server (JOINS) and is logged; over the limit, no
     lookup is made at all, so a guesser learns nothing more. Raises K.StoreDown."""
     who = session_key()
-    wait = JOINS.wait(who)
+    wait = JOINS.wait(who) or _cluster_wait("failed-join", JOIN_FAILS_PER_SERVER, JOIN_WINDOW)
     if wait > 0:
         _log_refusal(who, "class join refused: session %s over the failed-join limit (wait %.0f s)", who[:8], wait)
         return None, (f"Too many wrong class codes were tried here lately; try again in {wait:.0f} s, "
                       "and check the code with your teacher.")
     state = store().get(code)
     if state is None:
-        count = JOINS.record(who)
-        log.warning("failed class join: code %s from session %s (%d failed on this server in %.0f s)",
+        count = max(JOINS.record(who), _cluster_tally("failed-join", JOIN_WINDOW))
+        log.warning("failed class join: code %s from session %s (%d failed on this server or cluster in %.0f s)",
                     code, who[:8], count, JOIN_WINDOW)
         return None, None
     return state, None
