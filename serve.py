@@ -48,6 +48,7 @@ async def lifespan(_app):
     yield
 
 
+os.environ["GLASSBOX_SERVED_BY"] = "serve.py"  # app.py's first run then knows these middlewares are in place
 compress = os.environ.get("GLASSBOX_COMPRESS_STATIC", "1") != "0"
 app = st.App("app.py", lifespan=lifespan,
              middleware=[Middleware(SecurityHeaders), Middleware(UploadBudget), Middleware(ServerAddress)]

@@ -58,12 +58,22 @@ def frame_ancestors() -> str:
     return read()
 
 
+def frame_options_line() -> str:
+    """nginx's X-Frame-Options line for the app servers' policy ('self' or 'none'), else nothing (it cannot
+    name other sites)."""
+    from ui.server.security_headers import frame_options
+
+    value = frame_options(frame_ancestors())
+    return f'            add_header X-Frame-Options "{value}" always;' if value else ""
+
+
 def nginx_config(prefix: Path, listen: str, upstream_ports: list[int], upstream_header: bool = False) -> str:
     """The template with its fields filled: scratch paths, the listen address, one server line per port, the
     frame-ancestors policy, and the header naming the server that answered only when `upstream_header`."""
     servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in upstream_ports)
     text = TEMPLATE.read_text()
     fields = (("prefix", str(prefix)), ("listen", listen), ("servers", servers), ("frame_ancestors", frame_ancestors()),
+              ("frame_options", frame_options_line()),
               ("upstream_header", UPSTREAM_LINE if upstream_header else ""))
     for name, value in fields:
         text = text.replace("{{" + name + "}}", value)

@@ -38,6 +38,7 @@ class Upstream(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Security-Policy", "frame-ancestors https://elsewhere.example")
+        self.send_header("X-Frame-Options", "SAMEORIGIN")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -93,11 +94,11 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("ancestors, policy", [(None, "frame-ancestors 'self'"),
-                                                ("'self' https://learn.example.org",
-                                                 "frame-ancestors 'self' https://learn.example.org")])
+@pytest.mark.parametrize("ancestors, policy, legacy", [(None, "frame-ancestors 'self'", ["SAMEORIGIN"]),
+                                                        ("'self' https://learn.example.org",
+                                                         "frame-ancestors 'self' https://learn.example.org", None)])
 def test_every_answer_through_the_balancer_has_the_headers_once_and_no_internal_address(
-        tmp_path, upstream, monkeypatch, ancestors, policy):
+        tmp_path, upstream, monkeypatch, ancestors, policy, legacy):
     if ancestors is not None:
         monkeypatch.setenv("GLASSBOX_FRAME_ANCESTORS", ancestors)
     down = free_port()  # nobody listens there: nginx answers 502 itself
@@ -110,6 +111,7 @@ def test_every_answer_through_the_balancer_has_the_headers_once_and_no_internal_
         assert got == status
         for name, value in {**SECURITY, "Content-Security-Policy": policy}.items():
             assert headers.get_all(name) == [value], (status, name, headers.items())
+        assert headers.get_all("X-Frame-Options") == legacy, (status, headers.items())
         assert headers.get(UPSTREAM_HEADER) is None
         assert not any("127.0.0.1" in value for _, value in headers.items()), headers.items()
 

@@ -17,6 +17,7 @@ def test_every_http_answer_carries_the_headers_and_the_body_is_untouched():
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["referrer-policy"] == "same-origin"
     assert headers["content-security-policy"] == "frame-ancestors 'self'"
+    assert headers["x-frame-options"] == "SAMEORIGIN"  # the same rule for browsers before frame-ancestors
     assert headers["etag"] == '"abc123"'  # the app's own headers are kept
 
 
@@ -68,6 +69,13 @@ def test_a_school_names_the_site_that_may_frame_the_app(monkeypatch):
     monkeypatch.setenv(sh.FRAME_ANCESTORS_ENV, "'self'  https://learn.example.org")
     _, headers, _, _ = fetch(sh.SecurityHeaders(FakeStatic()), request("/"))
     assert headers["content-security-policy"] == "frame-ancestors 'self' https://learn.example.org"
+    assert "x-frame-options" not in headers  # it cannot name another site; frame-ancestors rules
+
+
+@pytest.mark.parametrize("ancestors, legacy", [("'self'", "SAMEORIGIN"), ("'none'", "DENY"),
+                                               ("'self' https://a.example", None), ("*", None)])
+def test_x_frame_options_says_the_same_where_it_can(ancestors, legacy):
+    assert sh.frame_options(ancestors) == legacy
 
 
 @pytest.mark.parametrize("value, policy", [
@@ -85,3 +93,23 @@ def test_a_school_names_the_site_that_may_frame_the_app(monkeypatch):
 ])
 def test_the_frame_ancestors_setting_is_read_as_csp_sources_or_not_at_all(value, policy):
     assert sh.frame_ancestors(value) == policy
+
+
+def test_a_server_started_without_serve_py_says_in_its_log_what_it_lacks(monkeypatch, caplog):
+    """`streamlit run app.py` serves the pages without serve.py's middlewares (these headers, the upload
+    budget): its first run says so in the server's log, once; under serve.py nothing is said."""
+    import logging
+    import threading
+
+    from ui.server import process
+
+    caplog.set_level(logging.WARNING, logger="glassbox.server")
+    monkeypatch.setattr(process, "_warned", threading.Event())
+    monkeypatch.setenv(process.SERVED_ENV, "serve.py")
+    process.set_up()
+    assert not caplog.records
+    monkeypatch.delenv(process.SERVED_ENV)
+    process.set_up()
+    process.set_up()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "streamlit run serve.py" in said[0] and "frame-ancestors" in said[0]

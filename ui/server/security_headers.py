@@ -12,6 +12,9 @@ these headers except nosniff on its app-static route:
   by default ('self'), so another site cannot wrap it and steer clicks. A school that shows the app inside its
   own site names that site in GLASSBOX_FRAME_ANCESTORS (CSP source expressions, e.g.
   `'self' https://learn.example.org`); deploy/nginx.conf.template sends the same policy through the balancer.
+- `X-Frame-Options`: the same rule for browsers older than frame-ancestors, where it can say it: SAMEORIGIN for
+  'self' (the default), DENY for 'none'. It cannot name other sites, so with a school's list it is left out
+  (browsers that know frame-ancestors ignore it anyway when both are sent).
 The websocket's upgrade is not an HTTP answer of this kind and passes as it was.
 """
 
@@ -51,11 +54,18 @@ def frame_ancestors(value: Optional[str] = None) -> str:
     return " ".join(sources)
 
 
+def frame_options(ancestors: str) -> Optional[str]:
+    """The X-Frame-Options value saying the same as frame-ancestors `ancestors`, or None where it cannot."""
+    return {"'self'": "SAMEORIGIN", "'none'": "DENY"}.get(ancestors)
+
+
 def security_headers(ancestors: str) -> list[tuple[bytes, bytes]]:
     """The headers every answer carries, for a frame-ancestors policy of `ancestors`."""
-    return [(b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"same-origin"),
-            (b"content-security-policy", b"frame-ancestors " + ancestors.encode("ascii"))]
+    headers = [(b"x-content-type-options", b"nosniff"),
+               (b"referrer-policy", b"same-origin"),
+               (b"content-security-policy", b"frame-ancestors " + ancestors.encode("ascii"))]
+    legacy = frame_options(ancestors)
+    return headers + ([(b"x-frame-options", legacy.encode("ascii"))] if legacy else [])
 
 
 class SecurityHeaders:
