@@ -296,6 +296,19 @@ def test_a_teachers_folder_is_listed_and_its_broken_files_named(tmp_path, monkey
     assert any("broken.toml, line" in e.value and "unknown check kind 'os.system'" in e.value for e in at.error)
 
 
+def test_a_lesson_file_that_vanishes_while_the_folder_is_read_is_named_not_crashed(tmp_path, monkeypatch):
+    """A file removed between the folder's listing and its stat (here a link to nothing) raised
+    FileNotFoundError out of the page; now the file is named and the other lessons are listed."""
+    good = (L.LESSONS_DIR / "compact-primer.toml").read_text()
+    (tmp_path / "my-walk.toml").write_text(good.replace('title = "The compact primer"', 'title = "My own walk"', 1))
+    (tmp_path / "gone.toml").symlink_to(tmp_path / "nowhere.toml")
+    monkeypatch.setenv(lessons_catalog.LESSON_DIR_ENV, str(tmp_path))
+    at = app_at("pages/lessons.py")
+    assert_ok(at)
+    assert any(m.value == "##### My own walk" for m in at.markdown)
+    assert any("gone.toml" in e.value and "read" in e.value for e in at.error)
+
+
 def test_a_wrong_class_code_is_reported():
     at = app_at(None, {"class": "ZZZZZZ"})
     assert_ok(at)

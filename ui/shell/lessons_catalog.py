@@ -48,7 +48,16 @@ def teacher_folder() -> Optional[Path]:
 
 
 def _stamp(folder: Path) -> tuple:
-    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.glob("*.toml")))
+    """Each lesson file's name, time and size: a new stamp when a teacher edits the folder. A file that goes
+    away (or cannot be read) while the folder is looked at gets no time, and the loader then says so."""
+    stamp = []
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            info = path.stat()
+            stamp.append((path.name, info.st_mtime_ns, info.st_size))
+        except OSError:
+            stamp.append((path.name, None, None))
+    return tuple(stamp)
 
 
 @memo(maxsize=8)
@@ -59,6 +68,8 @@ def _load_folder(folder: str, stamp: tuple) -> tuple[tuple[L.Lesson, ...], tuple
             good.append(L.load_lesson(path, views()))
         except ValueError as exc:
             problems.append(str(exc))
+        except OSError as exc:  # removed, or unreadable, while the folder was read
+            problems.append(f"{path.name}: could not be read ({exc.strerror or type(exc).__name__})")
     return tuple(good), tuple(problems)
 
 
