@@ -35,10 +35,14 @@ PathLike = Union[str, Path]
 
 
 def to_bytes(model: Transformer, meta: dict) -> bytes:
-    """The checkpoint as bytes: the model's tensors plus {"config": ..., **meta} as JSON metadata."""
+    """The checkpoint as bytes: the model's tensors plus {"config": ..., **meta} as JSON metadata.
+
+    A tied model's shared weight is stored once (safetensors refuses two names for one tensor):
+    `unembed.weight` is left out, and loading re-ties it to W_E."""
     record = dict(meta)
     record["config"] = model.cfg.to_dict()
-    tensors = {name: t.detach().cpu().contiguous() for name, t in model.state_dict().items()}
+    shared = model.shared_keys()
+    tensors = {name: t.detach().cpu().contiguous() for name, t in model.state_dict().items() if name not in shared}
     return st_save(tensors, metadata={META_KEY: json.dumps(record)})
 
 
@@ -184,7 +188,9 @@ def _read_metadata(data: bytes) -> dict:
 
 
 def _check_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
-    expected = model.state_dict()
+    """The file holds exactly the tensors the config needs (a tied weight once), in their shapes."""
+    shared = model.shared_keys()
+    expected = {name: t for name, t in model.state_dict().items() if name not in shared}
     missing = sorted(set(expected) - set(tensors))
     unknown = sorted(set(tensors) - set(expected))
     if missing or unknown:

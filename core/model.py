@@ -4,11 +4,17 @@ Read it top to bottom: the per-call options and the decoding cache, attention, M
 and the model that ties them together. Per-call choices (masks, positional scheme, temperature,
 what to capture) are arguments of a call, never attributes flipped on the shared model; see
 core/hooks.py for how hooks see a call. Shapes use one vocabulary: `batch pos head d_head
-d_model`, and `q k` for the two axes of an attention pattern.
+d_model`, `kv_head` for the key/value heads of grouped-query attention, and `q k` for the two
+axes of an attention pattern.
+
+The same classes hold real checkpoints converted into them (GPT-2, BERT, Llama, Mistral, Qwen2):
+config fields switch on biases, tied embeddings, a gated MLP, RMSNorm, token types, grouped keys
+and values, and Llama's RoPE layout. Each defaults to the model this project trains itself.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence, Union
@@ -28,10 +34,17 @@ MaskArg = Union[torch.Tensor, Mapping[int, torch.Tensor], None]
 # One layer's mask as the stack receives it: (bool `[.., q, k]`, True = may attend; its kind),
 # kind "full" (hides nothing), "causal" (the default lower triangle) or "custom" (anything else).
 LayerMask = tuple[torch.Tensor, str]
-# RoPE's cos and sin tables for the positions of one call, `[pos d_head/2]` each.
+# RoPE's cos and sin tables for the positions of one call, `[pos rope_dim/2]` each.
 RopeTables = tuple[torch.Tensor, torch.Tensor]
 
 ATTN_IMPLS = ("auto", "explicit")
+# The positions a fixed table (sinusoidal, RoPE) is precomputed for; longer inputs extend it on the
+# fly. A Llama config declares max_len 131072: tables that long would cost gigabytes for nothing.
+TABLE_POSITIONS = 4096
+# The MLP's non-linearity by config name: gelu is the erf form (BERT), gelu_tanh GPT-2's "gelu_new".
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": functools.partial(nn.GELU, approximate="tanh"), "silu": nn.SiLU,
+}
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,8 @@ class SelfKV:
     so a step projects only the newest token and attends to all of them.
     """
 
-    k: Optional[torch.Tensor] = None  # [batch past head d_head]
-    v: Optional[torch.Tensor] = None  # [batch past head d_head]
+    k: Optional[torch.Tensor] = None  # [batch past kv_head d_head]
+    v: Optional[torch.Tensor] = None  # [batch past kv_head d_head]
 
     @property
     def length(self) -> int:
@@ -66,8 +79,8 @@ class SelfKV:
     def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this step's keys and values; return all of them, the past positions first."""
         if self.k is not None:
-            k = torch.cat([self.k, k], dim=1)  # [batch past+pos head d_head]
-            v = torch.cat([self.v, v], dim=1)  # [batch past+pos head d_head]
+            k = torch.cat([self.k, k], dim=1)  # [batch past+pos kv_head d_head]
+            v = torch.cat([self.v, v], dim=1)  # [batch past+pos kv_head d_head]
         self.k, self.v = k, v
         return k, v
 
@@ -76,8 +89,8 @@ class SelfKV:
 class CrossKV:
     """One decoder layer's cross-attention keys and values, computed once from the encoder output."""
 
-    k: torch.Tensor  # [batch src head d_head]
-    v: torch.Tensor  # [batch src head d_head]
+    k: torch.Tensor  # [batch src kv_head d_head]
+    v: torch.Tensor  # [batch src kv_head d_head]
 
 
 @dataclass
@@ -113,9 +126,16 @@ class Attention(nn.Module):
         z = softmax(mask(scale * q k^T)) v,    out = z W_O,    q = x W_Q, k = s W_K, v = s W_V
 
     with s = x (self-attention) or s = the encoder output `memory` (cross-attention), and
-    scale = 1 / (sqrt(d_head) * temperature) for the default score. No biases in the projections,
-    so W_Q W_K^T and W_V W_O are exact circuits. With cfg.tie_vk there is no W_V: values are
-    s W_K, the keys' own projection (taken before clipping and RoPE), so V = K.
+    scale = 1 / (sqrt(d_head) * temperature) for the default score. The projections have no
+    biases unless the config asks (cfg.qkv_bias for W_Q, W_K, W_V as GPT-2, BERT and Qwen2 have;
+    cfg.attn_out_bias for W_O): without them W_Q W_K^T and W_V W_O are exact circuits. With
+    cfg.tie_vk there is no W_V: values are s W_K, the keys' own projection (taken before clipping
+    and RoPE), so V = K.
+
+    Grouped-query attention (cfg.n_kv_heads < n_heads, Llama-family): W_K and W_V project to
+    n_kv_heads heads only, and query head h reads key/value head h // (n_heads / n_kv_heads). The
+    key and value hooks show the kv heads, `[batch pos kv_head d_head]`, as TransformerLens does;
+    the keys and values are repeated per query head only inside the attention itself.
 
     Keys pass two hooks: `hook_k_raw` sees the projection s W_K before cfg.key_norm_clip, and
     `hook_k` the keys after clipping. An intervention on `hook_k_raw` therefore goes through the
@@ -126,20 +146,20 @@ class Attention(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.cross = cross
-        h, dh = cfg.n_heads, cfg.d_head
-        self.W_Q = nn.Linear(cfg.d_model, h * dh, bias=False)
-        self.W_K = nn.Linear(cfg.d_model, h * dh, bias=False)
+        h, kv, dh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        self.W_Q = nn.Linear(cfg.d_model, h * dh, bias=cfg.qkv_bias)
+        self.W_K = nn.Linear(cfg.d_model, kv * dh, bias=cfg.qkv_bias)
         if not cfg.tie_vk:
-            self.W_V = nn.Linear(cfg.d_model, h * dh, bias=False)
-        self.W_O = nn.Linear(h * dh, cfg.d_model, bias=False)
+            self.W_V = nn.Linear(cfg.d_model, kv * dh, bias=cfg.qkv_bias)
+        self.W_O = nn.Linear(h * dh, cfg.d_model, bias=cfg.attn_out_bias)
         # The hook points, in the order forward calls them.
         self.hook_q = HookPoint()  # [batch pos head d_head]
-        self.hook_k_raw = HookPoint()  # [batch pos head d_head], s W_K before key_norm_clip
-        self.hook_k = HookPoint()  # [batch pos head d_head], after key_norm_clip
-        self.hook_v = HookPoint()  # [batch pos head d_head]
+        self.hook_k_raw = HookPoint()  # [batch pos kv_head d_head], s W_K before key_norm_clip
+        self.hook_k = HookPoint()  # [batch pos kv_head d_head], after key_norm_clip
+        self.hook_v = HookPoint()  # [batch pos kv_head d_head]
         if not cross:
             self.hook_rot_q = HookPoint()  # [batch pos head d_head], after RoPE
-            self.hook_rot_k = HookPoint()
+            self.hook_rot_k = HookPoint()  # [batch pos kv_head d_head]
         self.hook_attn_scores = HookPoint()  # [batch head q k], scaled, before the mask
         self.hook_mask = HookPoint()  # [batch head q k] bool, True = may attend
         self.hook_pattern = HookPoint()  # [batch head q k], softmax; masked entries exactly 0
@@ -155,14 +175,15 @@ class Attention(nn.Module):
         the encoder output `[batch src d_model]` (cross-attention). self_kv / cross_kv: this
         layer's decoding cache, when `generate` runs with use_cache.
         """
-        q, k, v = self.project(x, memory, cross_kv)  # [batch pos head d_head] each
+        q, k, v = self.project(x, memory, cross_kv)  # q [batch pos head d_head], k, v [batch pos kv_head d_head]
         if rope is not None and not self.cross:
-            q, k = self.rotate(q, k, rope)  # [batch pos head d_head] each
+            q, k = self.rotate(q, k, rope)
         if self_kv is not None:
-            k, v = self_kv.extend(k, v)  # [batch past+pos head d_head] each
+            k, v = self_kv.extend(k, v)  # [batch past+pos kv_head d_head] each
         q, k, scale = self.score_inputs(q, k, opts)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head|kv_head pos d_head]
         if self.wants_explicit(opts, mask, mask_kind):
+            k, v = self.per_query_head(k), self.per_query_head(v)  # [batch head pos d_head] each
             z = self.attend(q, k, v, mask, mask_kind, scale)  # [batch head q d_head]
         else:
             z = fused_attention(q, k, v, mask, mask_kind, scale)  # [batch head q d_head]
@@ -173,8 +194,8 @@ class Attention(nn.Module):
 
     def project(self, x: torch.Tensor, memory: Optional[torch.Tensor] = None,
                 cross_kv: Optional[CrossKV] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries from x; keys and values from x, or from `memory` for cross-attention (or
-        taken from `cross_kv` when they were computed once already). `[batch pos head d_head]` each."""
+        """Queries from x `[batch pos head d_head]`; keys and values `[batch pos kv_head d_head]` from
+        x, or from `memory` for cross-attention (or taken from `cross_kv` when computed once already)."""
         q = self.hook_q(self.split_heads(self.W_Q(x)))  # [batch pos head d_head]
         if cross_kv is not None:
             return q, cross_kv.k, cross_kv.v
@@ -182,14 +203,15 @@ class Attention(nn.Module):
         return q, k, v
 
     def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys (norm-clipped when the config asks) and values of `source` `[batch pos d_model]`.
+        """Keys (norm-clipped when the config asks) and values of `source` `[batch pos d_model]`,
+        `[batch pos kv_head d_head]` each.
 
         The raw keys pass `hook_k_raw` before the clip and `hook_k` after it. Tied models (V = K)
         take their values from the same projection, before either hook.
         """
-        projected = self.split_heads(self.W_K(source))  # [batch pos head d_head]
-        k = self.hook_k(self.clip_keys(self.hook_k_raw(projected)))  # [batch pos head d_head]
-        values = projected if self.cfg.tie_vk else self.split_heads(self.W_V(source))  # [batch pos head d_head]
+        projected = self.split_heads(self.W_K(source))  # [batch pos kv_head d_head]
+        k = self.hook_k(self.clip_keys(self.hook_k_raw(projected)))  # [batch pos kv_head d_head]
+        values = projected if self.cfg.tie_vk else self.split_heads(self.W_V(source))  # [batch pos kv_head d_head]
         return k, self.hook_v(values)
 
     @property
@@ -201,13 +223,15 @@ class Attention(nn.Module):
         """Shrink every key whose norm exceeds cfg.key_norm_clip back to that norm (no-op when None)."""
         if self.cfg.key_norm_clip is None:
             return k
-        norms = k.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # [batch pos head 1]
-        return k * (self.cfg.key_norm_clip / norms).clamp(max=1.0)  # [batch pos head d_head]
+        norms = k.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # [batch pos kv_head 1]
+        return k * (self.cfg.key_norm_clip / norms).clamp(max=1.0)  # [batch pos kv_head d_head]
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, rope: RopeTables) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE: rotate each pair of q's and k's dimensions by an angle proportional to the position."""
-        q = self.hook_rot_q(positional.apply_rope(q, *rope))  # [batch pos head d_head]
-        k = self.hook_rot_k(positional.apply_rope(k, *rope))  # [batch pos head d_head]
+        """RoPE: rotate pairs of q's and k's leading cfg.rope_dim dimensions by an angle proportional
+        to the position, pairing them as cfg.rope_layout says."""
+        layout = self.cfg.rope_layout
+        q = self.hook_rot_q(positional.apply_rotary(q, *rope, layout=layout))  # [batch pos head d_head]
+        k = self.hook_rot_k(positional.apply_rotary(k, *rope, layout=layout))  # [batch pos kv_head d_head]
         return q, k
 
     def score_inputs(self, q: torch.Tensor, k: torch.Tensor,
@@ -260,9 +284,16 @@ class Attention(nn.Module):
     # -- head bookkeeping ----------------------------------------------------------------------
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
-        """`[batch pos head*d_head]` -> `[batch pos head d_head]`."""
+        """`[batch pos head*d_head]` -> `[batch pos head d_head]` (queries: n_heads, keys and values:
+        n_kv_heads, read off the width)."""
         b, p, _ = t.shape
-        return t.view(b, p, self.cfg.n_heads, self.cfg.d_head)  # [batch pos head d_head]
+        return t.view(b, p, -1, self.cfg.d_head)  # [batch pos head d_head]
+
+    def per_query_head(self, t: torch.Tensor) -> torch.Tensor:
+        """Keys or values `[batch kv_head pos d_head]` -> `[batch head pos d_head]`: each kv head
+        repeated for the n_heads / n_kv_heads query heads it serves (a no-op without grouping)."""
+        groups = self.cfg.n_heads // t.shape[1]
+        return t if groups == 1 else t.repeat_interleave(groups, dim=1)  # [batch head pos d_head]
 
     def merge_heads(self, z: torch.Tensor) -> torch.Tensor:
         """`[batch pos head d_head]` -> `[batch pos head*d_head]`, ready for W_O."""
@@ -294,14 +325,17 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
                     mask_kind: str, scale: float) -> torch.Tensor:
     """The same weighted sum through `scaled_dot_product_attention` (no scores or pattern to show).
 
-    q, k, v `[batch head pos d_head]` -> `[batch head q d_head]`. Callers make sure every query
-    may attend to some key (the kernel would give NaN where the explicit path gives zeros).
+    q `[batch head pos d_head]`, k and v `[batch kv_head pos d_head]` -> `[batch head q d_head]`
+    (fewer kv heads: the kernel's grouped-query mode, query head h reading kv head h // groups).
+    Callers make sure every query may attend to some key (the kernel would give NaN where the
+    explicit path gives zeros).
     """
+    gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
     if mask_kind == "full":
-        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, scale=scale, **gqa)
     if mask_kind == "causal" and q.shape[-2] == k.shape[-2]:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, **gqa)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, **gqa)
 
 
 def own_hook_points(module: nn.Module) -> list[HookPoint]:
@@ -314,40 +348,86 @@ def own_hook_points(module: nn.Module) -> list[HookPoint]:
 
 
 class MLP(nn.Module):
-    """Two linear maps with a non-linearity between them, applied to each position alone."""
+    """Two linear maps with a non-linearity between them, applied to each position alone.
+
+    plain:  W_out act(W_in x)          gated (cfg.gated_mlp, SwiGLU):  W_out (act(W_gate x) * W_in x)
+
+    `hook_pre` is what the non-linearity reads (W_in x, or W_gate x when gated), `hook_pre_linear`
+    the gated model's linear branch W_in x, `hook_post` what W_out reads (TransformerLens's names).
+    """
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.W_in = nn.Linear(cfg.d_model, cfg.d_mlp)
+        self.gated = cfg.gated_mlp
+        self.W_in = nn.Linear(cfg.d_model, cfg.d_mlp, bias=cfg.mlp_bias)  # the "up" projection when gated
+        if cfg.gated_mlp:
+            self.W_gate = nn.Linear(cfg.d_model, cfg.d_mlp, bias=cfg.mlp_bias)
         self.hook_pre = HookPoint()  # [batch pos d_mlp]
+        if cfg.gated_mlp:
+            self.hook_pre_linear = HookPoint()  # [batch pos d_mlp]
         self.hook_post = HookPoint()  # [batch pos d_mlp]
-        self.W_out = nn.Linear(cfg.d_mlp, cfg.d_model)
-        self.act = nn.GELU() if cfg.act == "gelu" else nn.ReLU()
+        self.W_out = nn.Linear(cfg.d_mlp, cfg.d_model, bias=cfg.mlp_bias)  # the "down" projection
+        self.act = ACTIVATIONS[cfg.act]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """`[batch pos d_model]` -> `[batch pos d_model]`: W_out act(W_in x)."""
-        return self.W_out(self.hook_post(self.act(self.hook_pre(self.W_in(x)))))
+        """`[batch pos d_model]` -> `[batch pos d_model]`."""
+        if not self.gated:
+            return self.W_out(self.hook_post(self.act(self.hook_pre(self.W_in(x)))))
+        gate = self.act(self.hook_pre(self.W_gate(x)))  # [batch pos d_mlp]
+        linear = self.hook_pre_linear(self.W_in(x))  # [batch pos d_mlp]
+        return self.W_out(self.hook_post(gate * linear))
 
     def hook_points(self) -> list[HookPoint]:
-        """hook_pre, hook_post: the order forward calls them."""
+        """hook_pre, (hook_pre_linear,) hook_post: the order forward calls them."""
         return own_hook_points(self)
 
 
 class Norm(nn.Module):
-    """LayerNorm (or the identity when the config has none) followed by `hook_normalized`."""
+    """LayerNorm or RMSNorm (or the identity when the config has none), then `hook_normalized`.
+
+        LayerNorm: (x - mean(x)) / sqrt(var(x) + eps) * w + b        RMSNorm: x / sqrt(mean(x^2) + eps) * w
+
+    `hook_scale` `[batch pos 1]` is the divisor. A call that touches it gets the explicit formula
+    above; every other call takes torch's fused kernel (the two agree to about 1e-7).
+    """
 
     def __init__(self, cfg: TransformerConfig, enabled: bool):
         super().__init__()
-        self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if enabled else nn.Identity()
+        self.has_scale = enabled  # the identity has no divisor to show
+        if not enabled:
+            self.ln = nn.Identity()
+        elif cfg.norm_type == "rmsnorm":
+            self.ln = nn.RMSNorm(cfg.d_model, eps=cfg.ln_eps)
+        else:
+            self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        if enabled:
+            self.hook_scale = HookPoint()  # [batch pos 1]
         self.hook_normalized = HookPoint()  # [batch pos d_model]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`[batch pos d_model]` -> `[batch pos d_model]`."""
+        if self.has_scale:
+            state = current_state()
+            if state is not None and state.touches(self.hook_scale.name):
+                return self.hook_normalized(self.explicit(x))
         return self.hook_normalized(self.ln(x))
+
+    def explicit(self, x: torch.Tensor) -> torch.Tensor:
+        """The norm written out, so `hook_scale` can show (or change) the divisor."""
+        ln = self.ln
+        if isinstance(ln, nn.LayerNorm):
+            x = x - x.mean(dim=-1, keepdim=True)  # [batch pos d_model], centred
+        scale = self.hook_scale((x.pow(2).mean(dim=-1, keepdim=True) + ln.eps).sqrt())  # [batch pos 1]
+        out = x / scale * ln.weight  # [batch pos d_model]
+        return out + ln.bias if getattr(ln, "bias", None) is not None else out
+
+    def hook_points(self) -> list[HookPoint]:
+        """(hook_scale,) hook_normalized: the order forward calls them."""
+        return own_hook_points(self)
 
 
 class Block(nn.Module):
-    """One layer: self-attention, (cross-attention,) MLP, each wrapped in residual + LayerNorm.
+    """One layer: self-attention, (cross-attention,) MLP, each wrapped in residual + norm (LN or RMSNorm).
 
     pre-LN:  x = x + f(LN(x))     post-LN:  x = LN(x + f(x))     norm="none": x = x + f(x)
 
@@ -417,9 +497,9 @@ class Block(nn.Module):
         points = [self.hook_resid_pre]
         for norm, f, hook_out, hook_resid in self.sublayers():
             if self.cfg.norm == "post":
-                points += [*f.hook_points(), hook_out, norm.hook_normalized, hook_resid]
+                points += [*f.hook_points(), hook_out, *norm.hook_points(), hook_resid]
             else:
-                points += [norm.hook_normalized, *f.hook_points(), hook_out, hook_resid]
+                points += [*norm.hook_points(), *f.hook_points(), hook_out, hook_resid]
         return points
 
 
@@ -428,7 +508,7 @@ class Block(nn.Module):
 
 
 class Stack(nn.Module):
-    """Token embedding + positions, n_layers blocks, and the final norm."""
+    """Token embedding + positions (+ token types, + a norm: BERT), n_layers blocks, and the final norm."""
 
     def __init__(self, cfg: TransformerConfig, vocab_size: int, causal: bool, cross: bool):
         super().__init__()
@@ -439,28 +519,53 @@ class Stack(nn.Module):
         if cfg.pos == "learned":
             self.W_pos = nn.Embedding(cfg.max_len, cfg.d_model)
         self.hook_pos_embed = HookPoint()  # [batch pos d_model]; zeros for "none" and "rope"
+        if cfg.n_token_types:
+            self.W_token_type = nn.Embedding(cfg.n_token_types, cfg.d_model)
+            self.hook_token_type_embed = HookPoint()  # [batch pos d_model]
+        if cfg.embed_norm:
+            self.ln_embed = Norm(cfg, True)
         self.blocks = nn.ModuleList([Block(cfg, cross=cross) for _ in range(cfg.n_layers)])
         self.ln_final = Norm(cfg, cfg.norm == "pre")  # post-LN outputs are normalised already
-        # Fixed tables up to max_len, extended on the fly beyond it (non-persistent: not in checkpoints).
-        self.register_buffer("sin_table", positional.sinusoidal(cfg.max_len, cfg.d_model), persistent=False)
-        if cfg.d_head % 2 == 0:
-            cos, sin = positional.rope_cos_sin(cfg.max_len, cfg.d_head, cfg.rope_base)
-            self.register_buffer("rope_cos", cos, persistent=False)
-            self.register_buffer("rope_sin", sin, persistent=False)
+        # Fixed tables for the first positions, extended on the fly beyond them (non-persistent: not
+        # in checkpoints; `init_tables` recomputes them after a load onto the meta device).
+        for name, table in self.fixed_tables().items():
+            self.register_buffer(name, table, persistent=False)
+
+    def fixed_tables(self, device: Optional[torch.device] = None,
+                     dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+        """The sinusoidal table `[n d_model]`, and RoPE's cos and sin `[n rope_dim/2]` when RoPE can
+        run here (an even rope_dim), for the first n = min(max_len, TABLE_POSITIONS) positions.
+
+        device None: torch's current default (the meta device while a loader builds a skeleton)."""
+        cfg = self.cfg
+        n = min(cfg.max_len, TABLE_POSITIONS)
+        sin_table = positional.sinusoidal(n, cfg.d_model, dtype=dtype)  # [n d_model]
+        tables = {"sin_table": sin_table if device is None else sin_table.to(device)}
+        if cfg.rope_dim % 2 == 0:
+            tables["rope_cos"], tables["rope_sin"] = positional.rope_cos_sin(
+                n, cfg.rope_dim, cfg.rope_base, dtype=dtype, device=device)
+        return tables
+
+    def init_tables(self) -> None:
+        """(Re)compute the fixed tables on the device and in the dtype of the embedding weights."""
+        weight = self.W_E.weight
+        dtype = weight.dtype if weight.is_floating_point() else torch.float32
+        for name, table in self.fixed_tables(weight.device, dtype).items():
+            setattr(self, name, table)  # replaces the registered (non-persistent) buffer
 
     def forward(self, tokens: torch.Tensor, masks: Sequence[LayerMask], opts: CallOptions,
                 memory: Optional[torch.Tensor] = None, cross_masks: Optional[Sequence[LayerMask]] = None,
-                offset: int = 0, kv: Optional[KVCache] = None) -> torch.Tensor:
+                offset: int = 0, kv: Optional[KVCache] = None,
+                token_type_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         """tokens `[batch pos]` -> the final normalised residual stream `[batch pos d_model]`.
 
         masks: one (mask, kind) per layer; memory and cross_masks: the encoder output and the
         cross-attention masks (decoder of an encoder-decoder). offset: the position of the first
-        token (decoding steps with a cache); kv: that cache.
+        token (decoding steps with a cache); kv: that cache. token_type_ids `[batch pos]`: each
+        token's segment (models with a token-type table; zeros when None).
         """
-        b, n = tokens.shape
-        embed = self.hook_embed(self.W_E(tokens))  # [batch pos d_model]
-        pos = self.hook_pos_embed(self.positions(opts.pos, n, offset, embed).expand(b, n, -1))  # [batch pos d_model]
-        x = embed + pos  # [batch pos d_model]
+        x = self.embed(tokens, opts, offset, token_type_ids)  # [batch pos d_model]
+        n = tokens.shape[1]
         rope = self.rope_tables(n, offset, x) if opts.pos == "rope" else None
         for i, block in enumerate(self.blocks):
             mask, kind = masks[i]
@@ -469,6 +574,19 @@ class Stack(nn.Module):
             x = block(x, mask, kind, opts, rope, memory, cross_mask, cross_kind,
                       self_kv=self_kv, cross_kv=cross_kv)  # [batch pos d_model]
         return self.ln_final(x)
+
+    def embed(self, tokens: torch.Tensor, opts: CallOptions, offset: int = 0,
+              token_type_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The stream entering the first block `[batch pos d_model]`: token embedding + positions
+        (+ the token-type embedding, then a norm, where the config has them: BERT)."""
+        b, n = tokens.shape
+        embed = self.hook_embed(self.W_E(tokens))  # [batch pos d_model]
+        pos = self.hook_pos_embed(self.positions(opts.pos, n, offset, embed).expand(b, n, -1))  # [batch pos d_model]
+        x = embed + pos  # [batch pos d_model]
+        if self.cfg.n_token_types:
+            types = torch.zeros_like(tokens) if token_type_ids is None else token_type_ids  # [batch pos]
+            x = x + self.hook_token_type_embed(self.W_token_type(types))  # [batch pos d_model]
+        return self.ln_embed(x) if self.cfg.embed_norm else x
 
     def positions(self, scheme: str, n: int, offset: int, like: torch.Tensor) -> torch.Tensor:
         """The additive positional embedding `[n, d_model]` for positions offset..offset+n-1."""
@@ -488,11 +606,11 @@ class Stack(nn.Module):
         return like.new_zeros(n, self.cfg.d_model)
 
     def rope_tables(self, n: int, offset: int, like: torch.Tensor) -> RopeTables:
-        """RoPE's cos and sin `[n, d_head/2]` for positions offset..offset+n-1, in like's dtype."""
+        """RoPE's cos and sin `[n, rope_dim/2]` for positions offset..offset+n-1, in like's dtype."""
         end = offset + n
         if end <= self.rope_cos.shape[0]:
             return self.rope_cos[offset:end].to(like.dtype), self.rope_sin[offset:end].to(like.dtype)
-        return positional.rope_cos_sin(n, self.cfg.d_head, self.cfg.rope_base, offset,
+        return positional.rope_cos_sin(n, self.cfg.rope_dim, self.cfg.rope_base, offset,
                                        dtype=like.dtype, device=like.device)
 
     def cross_keys_values(self, memory: torch.Tensor) -> list[CrossKV]:
@@ -502,9 +620,13 @@ class Stack(nn.Module):
     def hook_points(self) -> list[HookPoint]:
         """This stack's hook points in the order forward calls them."""
         points = [self.hook_embed, self.hook_pos_embed]
+        if self.cfg.n_token_types:
+            points.append(self.hook_token_type_embed)
+        if self.cfg.embed_norm:
+            points += self.ln_embed.hook_points()
         for block in self.blocks:
             points += block.hook_points()
-        return points + [self.ln_final.hook_normalized]
+        return points + self.ln_final.hook_points()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,6 +638,11 @@ class Transformer(nn.Module):
 
     `model(tokens)` -> logits `[batch pos vocab]`; encoder-decoder: `model(src, tgt)`.
     `run_with_cache`, `run_with_hooks` and `generate` are the ways pages look inside.
+
+    A converted checkpoint is loaded without a random initialisation first: build the skeleton on
+    the meta device, `load_state_dict(tensors, strict=True, assign=True)`, then `tie_weights()`
+    and `init_tables()`. With cfg.tie_embeddings the unembedding IS the output stack's W_E: a
+    state dict may leave `unembed.weight` out (checkpoints do), and loading re-ties it.
     """
 
     def __init__(self, cfg: TransformerConfig):
@@ -526,20 +653,52 @@ class Transformer(nn.Module):
             self.decoder = Stack(cfg, cfg.vocab_size, causal=True, cross=True)
         else:
             self.stack = Stack(cfg, cfg.vocab_size, causal=cfg.arch == "decoder", cross=False)
-        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.mlm_head:  # BERT's transform before the unembedding: norm(act(dense(x)))
+            self.mlm_dense = nn.Linear(cfg.d_model, cfg.d_model)
+            self.mlm_act = ACTIVATIONS[cfg.act]()
+            self.mlm_norm = Norm(cfg, True)
+        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.unembed_bias)
         self.hook_logits = HookPoint()  # [batch pos vocab]
         self.apply(_init_weights)
+        self.tie_weights()
+        self.register_load_state_dict_pre_hook(_fill_tied_weights)
+        self.register_load_state_dict_post_hook(_retie_after_load)
         for path, module in self.named_modules():
             if isinstance(module, HookPoint):
                 module.name = path.removeprefix("stack.")
         self._hooks = {hook.name: hook for hook in self.hook_points()}  # in forward order
+
+    # -- shared weights and fixed tables ------------------------------------------------------
+
+    @property
+    def output_stack(self) -> Stack:
+        """The stack whose stream the unembedding reads: the decoder, or the single stack."""
+        return self.decoder if self.is_encoder_decoder else self.stack
+
+    def tie_weights(self) -> None:
+        """With cfg.tie_embeddings, make the unembedding's weight the very Parameter of W_E (again:
+        `load_state_dict(..., assign=True)` puts a new Parameter in each place)."""
+        if self.cfg.tie_embeddings:
+            self.unembed.weight = self.output_stack.W_E.weight
+
+    def shared_keys(self) -> set[str]:
+        """State-dict keys whose tensor is another key's (left out of a checkpoint, re-tied on load)."""
+        return {"unembed.weight"} if self.cfg.tie_embeddings else set()
+
+    def init_tables(self) -> None:
+        """(Re)compute the fixed positional tables (sin_table, rope_cos, rope_sin: not in any state
+        dict) on the device and in the dtype of the weights, e.g. after a load onto the meta device."""
+        stacks = [self.encoder, self.decoder] if self.is_encoder_decoder else [self.stack]
+        for stack in stacks:
+            stack.init_tables()
 
     # -- names --------------------------------------------------------------------------------
 
     def hook_points(self) -> list[HookPoint]:
         """Every hook point in the order a forward pass (with everything captured) calls them."""
         stacks = [self.encoder, self.decoder] if self.is_encoder_decoder else [self.stack]
-        return [hook for stack in stacks for hook in stack.hook_points()] + [self.hook_logits]
+        head = self.mlm_norm.hook_points() if self.cfg.mlm_head else []
+        return [hook for stack in stacks for hook in stack.hook_points()] + head + [self.hook_logits]
 
     def hook_names(self, pos: Optional[str] = None) -> list[str]:
         """Every hook name in the order a forward pass (with everything captured) calls them.
@@ -548,6 +707,7 @@ class Transformer(nn.Module):
         Keys pass `attn.hook_k_raw` (s W_K, before cfg.key_norm_clip) and then `attn.hook_k` (after
         it): an intervention on the raw keys goes through the clip, one on `hook_k` replaces its output.
         Post-LN blocks call a sublayer's `ln*.hook_normalized` after its output hook, not before.
+        Every norm with weights has `hook_scale` `[batch pos 1]` (its divisor) just before `hook_normalized`.
         """
         scheme = pos or self.cfg.pos
         return [n for n in self._hooks if scheme == "rope" or not n.endswith(("hook_rot_q", "hook_rot_k"))]
@@ -571,10 +731,15 @@ class Transformer(nn.Module):
     def forward(self, tokens: torch.Tensor, tgt: Optional[torch.Tensor] = None, *,
                 mask: MaskArg = None, src_mask: MaskArg = None, tgt_mask: MaskArg = None,
                 cross_mask: MaskArg = None, pos: Optional[str] = None, temperature: float = 1.0,
-                attn_impl: str = "auto") -> torch.Tensor:
-        """Logits `[batch pos vocab]` (encoder-decoder: over the target positions)."""
+                attn_impl: str = "auto", token_type_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits `[batch pos vocab]` (encoder-decoder: over the target positions).
+
+        token_type_ids `[batch pos]`: each token's segment, 0..n_token_types-1 (BERT's sentence A / B),
+        for a model with a token-type table; zeros when None.
+        """
         opts = self._options(pos, temperature, attn_impl)
         tokens = self._check_tokens(tokens, self._input_vocab(), "tokens" if tgt is None else "src")
+        token_type_ids = self._check_token_types(token_type_ids, tokens)
         if self.is_encoder_decoder:
             if tgt is None:
                 raise ValueError("an encoder-decoder model needs both a source and a target: model(src, tgt)")
@@ -589,8 +754,15 @@ class Transformer(nn.Module):
             if src_mask is not None or tgt_mask is not None or cross_mask is not None:
                 raise ValueError(f"a {self.cfg.arch} model takes mask=..., not src/tgt/cross masks")
             masks = self._layer_masks(mask, tokens.shape[1], tokens.shape[1], self.stack.causal, "mask")
-            x = self.stack(tokens, masks, opts)
-        return self.hook_logits(self.unembed(x))
+            x = self.stack(tokens, masks, opts, token_type_ids=token_type_ids)
+        return self.hook_logits(self.unembed(self.head_input(x)))
+
+    def head_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the unembedding reads `[.. d_model]`: the final stream, through BERT's MLM transform
+        norm(act(dense(x))) when the config has one."""
+        if not self.cfg.mlm_head:
+            return x
+        return self.mlm_norm(self.mlm_act(self.mlm_dense(x)))
 
     def encode(self, src: torch.Tensor, src_mask: MaskArg, opts: CallOptions) -> torch.Tensor:
         """The encoder's output `[batch src d_model]` (the memory cross-attention reads)."""
@@ -689,19 +861,24 @@ class Transformer(nn.Module):
                 n = chunk.shape[1]
                 masks = self._layer_masks(None, n, past + n, True, "mask", past)
                 x = self.stack(chunk, masks, opts, offset=past, kv=kv)  # [batch new d_model]
-            logits = self.unembed(x[:, -1])  # [batch vocab]
+            logits = self.unembed(self.head_input(x[:, -1]))  # [batch vocab]
             out = torch.cat([out, logits.argmax(-1, keepdim=True)], dim=1)  # [batch pos+1]
         return out
 
     # -- weights, for the circuit pages -------------------------------------------------------
 
     def head_weights(self, layer: int, prefix: str = "", which: str = "attn") -> dict[str, torch.Tensor]:
-        """W_Q, W_K, W_V `[head d_model d_head]` and W_O `[head d_head d_model]` of one layer, detached."""
+        """W_Q, W_K, W_V `[head d_model d_head]` and W_O `[head d_head d_model]` of one layer, detached.
+
+        With grouped keys and values, W_K and W_V are given per QUERY head (each kv head repeated
+        for the query heads it serves), so every head has its own four matrices. Biases are left out.
+        """
         stack = self.stack_for(prefix)
         attn = getattr(stack.blocks[layer], which)
         h, dh, d = self.cfg.n_heads, self.cfg.d_head, self.cfg.d_model
         def per_head(lin: nn.Linear) -> torch.Tensor:
-            return lin.weight.detach().view(h, dh, d).transpose(1, 2)  # [head d_model d_head]
+            w = lin.weight.detach().view(-1, dh, d).transpose(1, 2)  # [head|kv_head d_model d_head]
+            return w.repeat_interleave(h // w.shape[0], dim=0)  # [head d_model d_head]
 
         return {
             "W_Q": per_head(attn.W_Q), "W_K": per_head(attn.W_K), "W_V": per_head(attn.value_weight),
@@ -734,7 +911,7 @@ class Transformer(nn.Module):
         if scheme == "learned" and self.cfg.pos != "learned":
             raise ValueError(f"this model was built with pos={self.cfg.pos!r} and has no learned "
                              f"position table; choose 'none', 'sinusoidal' or 'rope' instead")
-        if scheme == "rope" and self.cfg.d_head % 2:
+        if scheme == "rope" and self.cfg.rope_dim % 2:
             raise ValueError(f"RoPE needs an even d_head; this model has d_head={self.cfg.d_head}")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
                 or not math.isfinite(temperature) or temperature <= 0:
@@ -758,6 +935,25 @@ class Transformer(nn.Module):
             raise ValueError(f"{what} has id {lo if lo < 0 else hi}, outside this model's vocabulary "
                              f"of {vocab_size} ids (0..{vocab_size - 1})")
         return tokens.to(device=self.device, dtype=torch.long)
+
+    def _check_token_types(self, token_type_ids, tokens: torch.Tensor) -> Optional[torch.Tensor]:
+        """token_type_ids as the stack takes them: None, or ids in 0..n_token_types-1 shaped like tokens."""
+        if token_type_ids is None:
+            return None
+        n_types = self.cfg.n_token_types
+        if not n_types:
+            raise ValueError("this model has no token-type table (n_token_types = 0): leave token_type_ids out")
+        if not isinstance(token_type_ids, torch.Tensor) or token_type_ids.is_floating_point() \
+                or token_type_ids.is_complex() or token_type_ids.dtype == torch.bool:
+            raise ValueError("token_type_ids must be a tensor of integer ids (torch.long), one per token")
+        if tuple(token_type_ids.shape) != tuple(tokens.shape):
+            raise ValueError(f"token_type_ids must have the tokens' shape {tuple(tokens.shape)}, "
+                             f"got {tuple(token_type_ids.shape)}")
+        lo, hi = int(token_type_ids.min()), int(token_type_ids.max())
+        if lo < 0 or hi >= n_types:
+            raise ValueError(f"token_type_ids has id {lo if lo < 0 else hi}, outside this model's "
+                             f"{n_types} token types (0..{n_types - 1})")
+        return token_type_ids.to(device=self.device, dtype=torch.long)
 
     def _layer_masks(self, mask: MaskArg, n_q: int, n_k: int, causal: bool, what: str,
                      offset: int = 0) -> list[LayerMask]:
@@ -800,6 +996,21 @@ class Transformer(nn.Module):
             for name in resolve_names(item[0], available):
                 out.setdefault(name, []).append(item[1])
         return out
+
+
+def _fill_tied_weights(model: Transformer, state_dict: dict, prefix: str, *args) -> None:
+    """A load_state_dict pre-hook: a tied model's state dict may leave `unembed.weight` out (a
+    checkpoint does); it is W_E's tensor, so strict loading finds every key."""
+    if model.cfg.tie_embeddings and prefix + "unembed.weight" not in state_dict:
+        source = prefix + ("decoder." if model.is_encoder_decoder else "stack.") + "W_E.weight"
+        if source in state_dict:
+            state_dict[prefix + "unembed.weight"] = state_dict[source]
+
+
+def _retie_after_load(model: Transformer, incompatible_keys) -> None:
+    """A load_state_dict post-hook: loading with assign=True gives W_E and the unembedding two
+    Parameters; a tied model shares one again."""
+    model.tie_weights()
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -3,6 +3,12 @@
 Self-attention alone treats its input as a set. These functions give it a sense of order, and
 the helpers below compute the quantities the Positions page draws (wavelengths, the Gram
 matrix, the linear shift map M_k, and RoPE's relative-position property).
+
+RoPE comes in two layouts that rotate the same angles on different pairs of dimensions: "pairs"
+rotates (x[2i], x[2i+1]) (the paper's picture, and this project's models), "halves" rotates
+(x[i], x[i + r/2]) (Hugging Face's Llama family, GPT-NeoX). A converted checkpoint keeps its own
+layout, since its W_Q and W_K were trained for it. Either may rotate only the first r dimensions of
+a head (partial rotary); the rest pass through unchanged.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import math
 import torch
 
 SCHEMES = ("none", "sinusoidal", "learned", "rope")
+ROPE_LAYOUTS = ("pairs", "halves")
 
 
 def sinusoidal(n: int, d: int, base: float = 10000.0, offset: int = 0,
@@ -84,6 +91,37 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     rotated_even = even * c - odd * s
     rotated_odd = even * s + odd * c
     return torch.stack((rotated_even, rotated_odd), dim=-1).flatten(-2)  # [batch pos head d_head]
+
+
+def apply_rope_halves(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x[i], x[i + d/2]) of `x` `[batch pos head d]` by the angle at its position.
+
+    Hugging Face's Llama layout: x * cos + rotate_half(x) * sin, with cos and sin `[pos, d/2]`
+    (pair i turns by the same angle m * theta_i as in `apply_rope`, only the pairing differs).
+    """
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]  # [batch pos head d/2] each
+    c = cos[None, :, None, :]  # [1 pos 1 d/2]
+    s = sin[None, :, None, :]
+    return torch.cat((first * c - second * s, second * c + first * s), dim=-1)  # [batch pos head d]
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last axis: the "halves" layout's 90-degree turn."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str = "pairs") -> torch.Tensor:
+    """RoPE on `x` `[batch pos head d_head]` in either layout, rotating the first r = 2 * cos.shape[-1]
+    dimensions of each head and passing the others through (partial rotary when r < d_head)."""
+    if layout not in ROPE_LAYOUTS:
+        raise ValueError(f"rope layout must be one of {list(ROPE_LAYOUTS)}, got {layout!r}")
+    rotate = apply_rope if layout == "pairs" else apply_rope_halves
+    r = 2 * cos.shape[-1]
+    if r == x.shape[-1]:
+        return rotate(x, cos, sin)
+    return torch.cat((rotate(x[..., :r], cos, sin), x[..., r:]), dim=-1)  # [batch pos head d_head]
 
 
 def rope_rotate_pair(vec2: torch.Tensor, position: int, theta: float) -> torch.Tensor:

@@ -49,18 +49,18 @@ def layer_of(name: str) -> Optional[int]:
 
 
 def sublayer_of(name: str) -> str:
-    """Which box of the block diagram a hook point sits in."""
-    if ".cross_attn." in name or name.endswith(("hook_cross_attn_out", "hook_resid_mid_cross", "ln_cross.hook_normalized")):
+    """Which box of the block diagram a hook point sits in (a norm's hooks: its sublayer's box)."""
+    if ".cross_attn." in name or name.endswith(("hook_cross_attn_out", "hook_resid_mid_cross")) or ".ln_cross." in name:
         return "cross-attention"
-    if ".attn." in name or name.endswith(("hook_attn_out", "ln1.hook_normalized")):
+    if ".attn." in name or name.endswith("hook_attn_out") or ".ln1." in name:
         return "self-attention"
-    if ".mlp." in name or name.endswith(("hook_mlp_out", "ln2.hook_normalized")):
+    if ".mlp." in name or name.endswith("hook_mlp_out") or ".ln2." in name:
         return "MLP"
-    if name.endswith(("hook_embed", "hook_pos_embed")):
+    if name.endswith(("hook_embed", "hook_pos_embed", "hook_token_type_embed")) or "ln_embed." in name:
         return "embedding"
-    if name.endswith("hook_logits"):
+    if name.endswith("hook_logits") or name.startswith("mlm_norm."):
         return "unembedding"
-    if name.endswith("ln_final.hook_normalized"):
+    if "ln_final." in name:
         return "final norm"
     return "residual stream"
 
@@ -73,21 +73,31 @@ def length_axis(name: str, arch: str) -> str:
     return "L_d" if stack_of(name) == "decoder" or name == "hook_logits" else "L_e"
 
 
-def axis_names(name: str, arch: str) -> tuple[str, ...]:
+KV_HOOKS = ("hook_k_raw", "hook_k", "hook_v", "hook_rot_k")  # an attention's keys and values
+
+
+def axis_names(name: str, arch: str, grouped: bool = False) -> tuple[str, ...]:
     """The axis names of the tensor at hook `name` in a model of family `arch`, in the hook's order.
 
-    B batch, L / L_e / L_d positions, h heads, d_h head size, d_model, d_mlp, V vocabulary;
-    an attention pattern is [B h L_q L_k] with the keys from the encoder in cross-attention."""
+    B batch, L / L_e / L_d positions, h heads, d_h head size, d_model, d_mlp, V vocabulary, 1 a
+    kept axis of size one (a norm's divisor `hook_scale`); an attention pattern is [B h L_q L_k]
+    with the keys from the encoder in cross-attention. `grouped` (grouped-query attention, fewer
+    key/value heads than query heads): keys and values have h_kv heads."""
     own = length_axis(name, arch)
     cross = ".cross_attn." in name
+    kv = "h_kv" if grouped else "h"
     if name.endswith(("hook_attn_scores", "hook_mask", "hook_pattern")):
         return ("B", "h", own, "L_e" if cross else own)
-    if name.endswith(("hook_k_raw", "hook_k", "hook_v", "hook_rot_k")) and cross:
-        return ("B", "L_e", "h", "d_h")
-    if name.endswith(("hook_q", "hook_k_raw", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z")):
+    if name.endswith(KV_HOOKS) and cross:
+        return ("B", "L_e", kv, "d_h")
+    if name.endswith(KV_HOOKS):
+        return ("B", own, kv, "d_h")
+    if name.endswith(("hook_q", "hook_rot_q", "hook_z")):
         return ("B", own, "h", "d_h")
-    if name.endswith(("mlp.hook_pre", "mlp.hook_post")):
+    if name.endswith(("mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post")):
         return ("B", own, "d_mlp")
+    if name.endswith("hook_scale"):
+        return ("B", own, "1")
     if name.endswith("hook_logits"):
         return ("B", own, "V")
     return ("B", own, "d_model")
@@ -106,10 +116,19 @@ class HookInfo:
 
 
 def family_config(cfg: TransformerConfig, arch: str) -> TransformerConfig:
-    """The current model's sizes in another family (same widths, heads and depth)."""
+    """The current model's sizes in another family (same widths, heads and depth). What only one kind of
+    stack takes is left out where the other has no place for it: a separate source vocabulary outside an
+    encoder-decoder, token types (BERT's sentence A / B) in one."""
     if arch not in FAMILIES:
         raise ValueError(f"arch must be one of {list(FAMILIES)}, got {arch!r}")
-    return dataclasses.replace(cfg, arch=arch)
+    if arch == "encoder-decoder":
+        return dataclasses.replace(cfg, arch=arch, n_token_types=0)
+    return dataclasses.replace(cfg, arch=arch, src_vocab_size=None)
+
+
+def grouped(cfg: TransformerConfig) -> bool:
+    """Whether keys and values have fewer heads than queries (grouped-query attention)."""
+    return cfg.kv_heads != cfg.n_heads
 
 
 def family_hooks(cfg: TransformerConfig, arch: str) -> list[HookInfo]:
@@ -118,7 +137,7 @@ def family_hooks(cfg: TransformerConfig, arch: str) -> list[HookInfo]:
     Built on the meta device: no memory for weights and no random numbers drawn."""
     with torch.device("meta"):
         skeleton = Transformer(family_config(cfg, arch))
-    return [HookInfo(n, stack_of(n), layer_of(n), sublayer_of(n), axis_names(n, arch))
+    return [HookInfo(n, stack_of(n), layer_of(n), sublayer_of(n), axis_names(n, arch, grouped(cfg)))
             for n in skeleton.hook_names()]
 
 
@@ -127,7 +146,8 @@ def anatomy(model: Transformer, tokens: torch.Tensor, tgt: Optional[torch.Tensor
     """Every hook point of `model` with its real shape for this input (one forward, all captured)."""
     _, cache = model.run_with_cache(tokens, tgt=tgt)
     arch = model.cfg.arch
-    return [HookInfo(n, stack_of(n), layer_of(n), sublayer_of(n), axis_names(n, arch), tuple(cache[n].shape))
+    return [HookInfo(n, stack_of(n), layer_of(n), sublayer_of(n), axis_names(n, arch, grouped(model.cfg)),
+                     tuple(cache[n].shape))
             for n in model.hook_names() if n in cache]
 
 
@@ -196,8 +216,10 @@ ATTENTION_KINDS = ("encoder self-attention", "decoder masked self-attention", "c
 
 def attention_shapes(cfg: TransformerConfig, kind: str, batch: int, len_dec: int, len_enc: int) -> list[Block]:
     """The tensors of one attention layer of `kind`, heads split out as the matmuls see them:
-    Q, K, V `[B h L d_h]`, scores and pattern `[B h L_q L_k]`, the output `[B L_q d_model]`."""
+    Q, K, V `[B h L d_h]`, scores and pattern `[B h L_q L_k]`, the output `[B L_q d_model]`. With
+    grouped-query attention K and V have h_kv heads, each read by h / h_kv query heads."""
     h, dh, d = cfg.n_heads, cfg.d_head, cfg.d_model
+    kv, kv_axis = cfg.kv_heads, "h_kv" if grouped(cfg) else "h"
     if kind == "encoder self-attention":
         (lq, q_axis), (lk, k_axis), src = (len_enc, "L_e"), (len_enc, "L_e"), "encoder"
     elif kind == "decoder masked self-attention":
@@ -209,8 +231,8 @@ def attention_shapes(cfg: TransformerConfig, kind: str, batch: int, len_dec: int
     queries = "decoder" if q_axis == "L_d" else "encoder"
     return [
         Block(f"Q ({queries} queries)", ("B", "h", q_axis, "d_h"), (batch, h, lq, dh)),
-        Block(f"K ({src} keys)", ("B", "h", k_axis, "d_h"), (batch, h, lk, dh)),
-        Block(f"V ({src} values)", ("B", "h", k_axis, "d_h"), (batch, h, lk, dh)),
+        Block(f"K ({src} keys)", ("B", kv_axis, k_axis, "d_h"), (batch, kv, lk, dh)),
+        Block(f"V ({src} values)", ("B", kv_axis, k_axis, "d_h"), (batch, kv, lk, dh)),
         Block("scores QKᵀ/√d_h", ("B", "h", q_axis, k_axis), (batch, h, lq, lk)),
         Block("output (heads merged, W_O)", ("B", q_axis, "d_model"), (batch, lq, d)),
     ]
@@ -243,7 +265,7 @@ class Step:
     token: int  # the token this step chose
     logits: np.ndarray  # [vocab] of the newest position
     query: np.ndarray  # [layer head d_head] the newest position's self-attention query
-    keys: np.ndarray  # [layer pos head*d_head] every self-attention key the newest query read
+    keys: np.ndarray  # [layer pos kv_head*d_head] every self-attention key the newest query read
     self_row: np.ndarray  # [layer head pos] the newest query's self-attention pattern
     cross_row: Optional[np.ndarray]  # [layer head L_e] its cross-attention pattern (encoder-decoder)
     projections: dict  # rows projected this step: {"self q", "self k", "self v", "cross q", "cross k", "cross v"}
@@ -275,37 +297,51 @@ class Trace:
 
 
 class _Recorder:
-    """Per-call hook functions that log (hook name, a copy of the tensor) in call order; nothing
-    on the model changes, and the log belongs to one call."""
+    """Per-call hook functions that log (hook name, the tensor's shape, the part of it the stepper reads) in
+    call order; nothing on the model changes, and the log belongs to one call. Only what a Step keeps is
+    copied (the newest query's row of a pattern, not the whole pattern): with a real checkpoint's sizes,
+    copies of every watched tensor of every step took gigabytes."""
 
-    def __init__(self):
-        self.calls: list[tuple[str, torch.Tensor]] = []
+    def __init__(self, key_hook: str):
+        self.key_hook = key_hook  # the keys a Step keeps whole (after RoPE where there is RoPE)
+        self.calls: list[tuple[str, tuple, Optional[torch.Tensor]]] = []
 
     def __call__(self, x: torch.Tensor, hook) -> None:
-        self.calls.append((hook.name, x.detach().clone()))
+        self.calls.append((hook.name, tuple(x.shape), self._kept(hook.name, x.detach())))
+
+    def _kept(self, name: str, x: torch.Tensor) -> Optional[torch.Tensor]:
+        if ".cross_attn." not in name and name.endswith(self.key_hook):
+            return x[:1].clone()  # [1 pos head d_head]
+        if name.endswith("hook_pattern"):
+            return x[:1, :, -1].clone()  # [1 head k]: the newest query's row
+        if name.endswith("attn.hook_q") and ".cross_attn." not in name:
+            return x[:1, -1].clone()  # [1 head d_head]
+        if name.endswith("ln_final.hook_normalized"):
+            return x[:, -1].clone()  # [batch d_model]
+        return None  # only its shape is read (rows projected, positions fed)
 
 
-def _split_steps(calls: list[tuple[str, torch.Tensor]], marker: str) -> tuple[list, list[list]]:
+def _split_steps(calls: list[tuple[str, tuple, Optional[torch.Tensor]]], marker: str) -> tuple[list, list[list]]:
     """The calls before the first step, and the calls of each step (a step starts at `marker`)."""
     setup, steps = [], []
-    for name, x in calls:
-        if name == marker:
+    for call in calls:
+        if call[0] == marker:
             steps.append([])
-        (steps[-1] if steps else setup).append((name, x))
+        (steps[-1] if steps else setup).append(call)
     return setup, steps
 
 
 def _projection_rows(calls: list, prefix: str) -> dict:
     """Token rows put through W_Q, W_K and W_V in these calls, for self- and cross-attention."""
     rows = {f"{kind} {w}": 0 for kind in ("self", "cross") for w in "qkv"}
-    for name, x in calls:
+    for name, shape, _ in calls:
         if not name.startswith(prefix):
             continue
         for w in "qkv":
             if name.endswith(f".cross_attn.hook_{w}"):
-                rows[f"cross {w}"] += x.shape[0] * x.shape[1]
+                rows[f"cross {w}"] += shape[0] * shape[1]
             elif name.endswith(f".attn.hook_{w}") and ".cross_attn." not in name:
-                rows[f"self {w}"] += x.shape[0] * x.shape[1]
+                rows[f"self {w}"] += shape[0] * shape[1]
     return rows
 
 
@@ -325,52 +361,63 @@ def _watched(model: Transformer, prefix: str) -> list[str]:
 
 @torch.no_grad()
 def decode_trace(model: Transformer, tokens: torch.Tensor, steps: int, use_cache: bool,
-                 tgt_prefix: Optional[torch.Tensor] = None) -> Trace:
+                 tgt_prefix: Optional[torch.Tensor] = None, keep_keys: bool = True) -> Trace:
     """Run `model.generate` greedily for `steps` tokens and record every step through hooks.
 
     tokens: the prefix `[1 pos]` (decoder-only) or the source (encoder-decoder, with `tgt_prefix`).
-    Watching the patterns makes attention take its explicit path; time it with `time_per_token`."""
+    Watching the patterns makes attention take its explicit path; time it with `time_per_token`.
+    With the cache, every step's `keys` are views of one array (a step's cache is the next one's
+    first rows, exactly). keep_keys=False leaves each step's `keys` empty ([layer 0 kv_head*d_head]):
+    a run kept only for its counts and logits then holds no copy of every key of every step."""
     prefix = decoder_prefix(model)
-    recorder = _Recorder()
+    n_layers, cfg = model.cfg.n_layers, model.cfg
+    key_hook = "attn.hook_rot_k" if cfg.pos == "rope" else "attn.hook_k"
+    recorder = _Recorder(key_hook)
     state = RunState(fwd={name: [recorder] for name in _watched(model, prefix)})
     with running(state):
         out = model.generate(tokens, steps, use_cache=use_cache, tgt_prefix=tgt_prefix)
     setup, per_step = _split_steps(recorder.calls, f"{prefix}hook_embed")
-    n_layers, cfg = model.cfg.n_layers, model.cfg
-    key_hook = "attn.hook_rot_k" if cfg.pos == "rope" else "attn.hook_k"
     prompt_len = (tgt_prefix if tgt_prefix is not None else tokens).shape[1]
     source_len = tokens.shape[1] if prefix else 0
-    past_keys = [None] * n_layers  # [pos head*d_head] per layer: the cache as it grows (with use_cache)
+    width = cfg.kv_heads * cfg.d_head
+    past_keys = [None] * n_layers  # [pos kv_head*d_head] per layer: the cache as it grows (with use_cache)
     records = []
     for t, calls in enumerate(per_step):
         by_name = {}
-        for name, x in calls:
-            by_name.setdefault(name, x)  # each watched hook is called once per layer per step
-        fed = int(by_name[f"{prefix}hook_embed"].shape[1])
-        keys, queries, self_rows, cross_rows, macs = [], [], [], [], 0
+        for name, shape, x in calls:
+            by_name.setdefault(name, (shape, x))  # each watched hook is called once per layer per step
+        fed = int(by_name[f"{prefix}hook_embed"][0][1])
+        keys, queries, self_rows, cross_rows, macs, stored = [], [], [], [], 0, 0
         for i in range(n_layers):
             block = f"{prefix}blocks.{i}."
-            new_k = by_name[block + key_hook][0]  # [new head d_head]
-            new_k = new_k.reshape(new_k.shape[0], -1)  # [new head*d_head]
-            all_k = new_k if past_keys[i] is None or not use_cache else torch.cat([past_keys[i], new_k])  # [pos head*d_head]
+            new_k = by_name[block + key_hook][1][0]  # [new kv_head d_head]
+            new_k = new_k.reshape(new_k.shape[0], -1)  # [new kv_head*d_head]
+            all_k = new_k if past_keys[i] is None or not use_cache else torch.cat([past_keys[i], new_k])  # [pos kv_head*d_head]
             past_keys[i] = all_k
-            keys.append(all_k.numpy())
-            queries.append(by_name[block + "attn.hook_q"][0, -1].numpy())  # [head d_head]
-            pattern = by_name[block + "attn.hook_pattern"]  # [batch head q k]
-            self_rows.append(pattern[0, :, -1].numpy())  # [head k]
-            macs += 2 * pattern.numel() * cfg.d_head
+            stored = int(all_k.shape[0])
+            if keep_keys and not use_cache:
+                keys.append(all_k.numpy())
+            queries.append(by_name[block + "attn.hook_q"][1][0].numpy())  # [head d_head]
+            shape, row = by_name[block + "attn.hook_pattern"]  # [batch head q k], its newest row [1 head k]
+            self_rows.append(row[0].numpy())  # [head k]
+            macs += 2 * int(np.prod(shape)) * cfg.d_head
             if prefix:
-                cross = by_name[block + "cross_attn.hook_pattern"]  # [batch head q L_e]
-                cross_rows.append(cross[0, :, -1].numpy())  # [head L_e]
-                macs += 2 * cross.numel() * cfg.d_head
-        final = by_name[f"{prefix}ln_final.hook_normalized"][:, -1]  # [batch d_model]
+                shape, row = by_name[block + "cross_attn.hook_pattern"]  # [batch head q L_e], [1 head L_e]
+                cross_rows.append(row[0].numpy())  # [head L_e]
+                macs += 2 * int(np.prod(shape)) * cfg.d_head
+        final = by_name[f"{prefix}ln_final.hook_normalized"][1]  # [batch d_model]
         logits = model.unembed(final)[0]  # [vocab]
         records.append(Step(
-            t=t, fed=fed, keys_stored=int(keys[0].shape[0]), token=int(out[0, prompt_len + t]),
-            logits=logits.float().numpy(), query=np.stack(queries), keys=np.stack(keys),
+            t=t, fed=fed, keys_stored=stored, token=int(out[0, prompt_len + t]),
+            logits=logits.float().numpy(), query=np.stack(queries),
+            keys=np.stack(keys) if keys else np.zeros((n_layers, 0, width), dtype=np.float32),
             self_row=np.stack(self_rows), cross_row=np.stack(cross_rows) if prefix else None,
             projections=_projection_rows(calls, prefix), attention_macs=int(macs)))
-    encoder_runs = sum(1 for name, _ in recorder.calls if name == "encoder.hook_embed")
+    if keep_keys and use_cache and records:
+        every_key = np.stack([k.numpy() for k in past_keys])  # [layer pos kv_head*d_head]
+        for step in records:
+            step.keys = every_key[:, :step.keys_stored]  # [layer pos kv_head*d_head], a view
+    encoder_runs = sum(1 for name, _, _ in recorder.calls if name == "encoder.hook_embed")
     return Trace(use_cache, out[0].numpy(), prompt_len, source_len, _projection_rows(setup, prefix),
                  encoder_runs, records)
 

@@ -115,7 +115,7 @@ def test_anatomy_shapes_match_axis_names():
     src = torch.tensor([task.vocab.encode("3 1 4 1 5".split())])  # L_e = 5
     tgt = torch.tensor([task.vocab.encode("<bos> 5 1".split())])  # L_d = 3
     sizes = {"B": 1, "L_e": 5, "L_d": 3, "h": model.cfg.n_heads, "d_h": model.cfg.d_head,
-             "d_model": model.cfg.d_model, "d_mlp": model.cfg.d_mlp, "V": model.cfg.vocab_size}
+             "d_model": model.cfg.d_model, "d_mlp": model.cfg.d_mlp, "V": model.cfg.vocab_size, "1": 1}
     hooks = G.anatomy(model, src, tgt)
     assert len(hooks) == len(model.hook_names())
     for h in hooks:
