@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ui.server import measure_process
 from ui.shell import activity, offscreen, query
@@ -151,10 +152,29 @@ def rerun_readers(param: Any, key: Optional[str], default: Any,
     drawn again, so its URL parameter (`param`, a ui.shell.params.Param; None: it has none) is written here.
     `fragments` may be a function that names them now."""
     activity.touch()  # a student at work, as a full run would record it (app.py does not run now)
+    keys = list(fragments() if callable(fragments) else fragments)
     if param is not None and key is not None:
         query.keep(key, st.session_state[key])  # what the page shows when it is opened again in this session
+    if _opening_another_page(keys):
+        return  # the change went out with a switch to another page: open that page, leave this one's URL alone
+    if param is not None and key is not None:
         param.write(st.session_state[key], default=default)
     try:
-        st.rerun(list(fragments() if callable(fragments) else fragments))
+        st.rerun(keys)
     except StreamlitAPIException:  # one of them was not drawn on the page's last run (an early return): all of it
         st.rerun()
+
+
+def _opening_another_page(keys: Sequence[str]) -> bool:
+    """Whether this run opens another page than the one whose sections `keys` are (each key starts with its
+    page's name). A browser sends a control's last change together with a click on another page; rerunning the
+    old page's sections then answered the switch (the new page drawn under the old page's address, or not at
+    all), in about one switch in sixty after a section's control had changed."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not keys:
+        return False
+    try:
+        opened = ctx.pages_manager.get_pages().get(ctx.page_script_hash, {}).get("url_pathname")
+    except (AttributeError, TypeError):  # another Streamlit's internals: rerun the sections as before
+        return False
+    return bool(opened) and opened != keys[0].split(".", 1)[0]
