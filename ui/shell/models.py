@@ -6,6 +6,7 @@ temperature, ablations) is an argument of a call on it.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -13,16 +14,19 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from core import checkpoints
+from core import checkpoints, pretrained
 from core.device import available_devices
 from core.families import FAMILIES, family_label
 from core.model import Transformer
+from core.text_task import TEXT_TASK, TextTask
 from ui.shell.memo import memo
 
 MANIFEST_TTL_S = 10  # a model added to assets/models shows up within this many seconds
 
 USER_MODELS_KEY = "glassbox.user_models"  # {id: (model, meta)} trained or uploaded in this session
 USER_PREFIX = "session:"
+FOLDER_PREFIX = "folder:"  # checkpoints found in GLASSBOX_MODELS_DIR or the Hugging Face cache (core.pretrained)
+MAX_LOADED_FOLDERS = 2  # real checkpoints kept in memory per process: a GPT-2 small is 0.5 GB in float32
 
 
 MAX_LOADED_MODELS = 24  # bundled models kept in memory per process (11 ship; a GPU doubles the keys)
@@ -72,11 +76,99 @@ def add_user_model(model: Transformer, meta: dict) -> str:
 
 
 def model_choices() -> dict[str, str]:
-    """id -> label for the picker: bundled models first, then this session's."""
+    """id -> label for the picker: bundled models first, then the checkpoints found in folders, then this
+    session's."""
     choices = {e["id"]: e.get("title", e["id"]) for e in manifest()}
+    for model_id, found in folder_models().items():
+        choices[model_id] = f"{found.name} ({FAMILY_NAMES.get(found.family, found.family)}, {_count(found.parameters)})"
     for model_id, (_, meta) in user_models().items():
         choices[model_id] = f"{meta.get('title', 'Your model')} (this session)"
     return choices
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints from folders (never a path typed in the browser: only what the server's folders hold)
+
+FAMILY_NAMES = {"gpt2": "GPT-2", "bert": "BERT", "llama": "Llama family"}
+
+
+FOLDER_SETTINGS = ("GLASSBOX_MODELS_DIR", "HF_HUB_CACHE", "HF_HOME")  # where core.pretrained looks
+
+
+@memo(maxsize=1)
+def _folders(period: int, settings: tuple) -> tuple[pretrained.ModelFolder, ...]:
+    return tuple(pretrained.find_models())
+
+
+def found_folders() -> list[pretrained.ModelFolder]:
+    """Every model folder in GLASSBOX_MODELS_DIR and the Hugging Face cache, broken ones included (looked at
+    again at most every 10 s, or at once when those settings change: reading them means only config.json
+    and the weights' headers)."""
+    settings = tuple(os.environ.get(name, "") for name in FOLDER_SETTINGS)
+    return list(_folders(int(time.monotonic() // MANIFEST_TTL_S), settings))
+
+
+def folder_models() -> dict[str, pretrained.ModelFolder]:
+    """id -> folder, for the folders that can be opened."""
+    return {FOLDER_PREFIX + found.name: found for found in found_folders() if found.problem is None}
+
+
+def is_folder_model(model_id: str) -> bool:
+    return str(model_id).startswith(FOLDER_PREFIX)
+
+
+def is_text_model(meta: dict) -> bool:
+    """Whether a model reads free text (a checkpoint from a folder) rather than a toy task's tokens."""
+    return meta.get("task") == TEXT_TASK
+
+
+@memo(maxsize=MAX_LOADED_FOLDERS, max_bytes=1 << 62)
+def _load_folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
+    """A checkpoint from its folder, once per process (shared, never mutated), with its text task."""
+    found = folder_models().get(model_id)
+    if found is None:
+        raise ValueError(f"there is no model folder called {model_id.removeprefix(FOLDER_PREFIX)!r} (any more)")
+    model, tokenizer = pretrained.load_pretrained(found, device=torch_device(device))
+    for p in model.parameters():
+        p.requires_grad_(True)  # gradients are taken with autograd.grad, never written to .grad
+    meta = {"id": model_id, "task": TEXT_TASK, "title": found.name, "family": found.family,
+            "architecture": found.architecture, "parameters": found.parameters, "context": found.context,
+            "dtype": found.dtype, "folder": str(found.path), "config": model.cfg.to_dict(), "notes": list(found.notes),
+            "description": folder_description(found)}
+    return model, meta, TextTask(tokenizer, model.cfg.vocab_size, model.cfg.arch, model.cfg.max_len)
+
+
+def folder_description(found: pretrained.ModelFolder) -> str:
+    """One line for the sidebar: family, size, context and how the weights are stored."""
+    return (f"{FAMILY_NAMES.get(found.family, found.family)} checkpoint ({found.architecture}) from a folder on "
+            f"this server: {_count(found.parameters)} parameters, context {found.context:,} tokens, stored as "
+            f"{found.dtype}, computed in float32.")
+
+
+def text_task(model_id: str, device: str = "cpu") -> TextTask:
+    """The text task (tokenizer as a vocabulary) of a checkpoint from a folder."""
+    return _folder(model_id, device)[2]
+
+
+def task_of(model_id: str, device: str = "cpu"):
+    """The task a model reads: its toy task (core.tasks), or a checkpoint's text (core.text_task.TextTask)."""
+    _, meta = get_model(model_id, device)
+    if is_text_model(meta):
+        return text_task(model_id, device)
+    from core.tasks import get_task
+
+    return get_task(meta["task"])
+
+
+def _folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
+    if _load_folder.has(model_id, device):
+        return _load_folder(model_id, device)
+    with st.spinner(f"Loading {model_id.removeprefix(FOLDER_PREFIX)} from its folder ..."):
+        return _load_folder(model_id, device)
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"
 
 
 def describe(model_id: str) -> str:
@@ -88,6 +180,10 @@ def describe(model_id: str) -> str:
     if model_id in user_models():
         meta = user_models()[model_id][1]
         arch, text = meta.get("config", {}).get("arch", ""), meta.get("description", "")
+    found = folder_models().get(model_id)
+    if found is not None:
+        arch = "encoder" if found.family == "bert" else "decoder"
+        text = folder_description(found)
     if arch in FAMILIES:
         label = family_label(arch)
         text = f"**{label[0].upper()}{label[1:]}.** {text}"
@@ -101,6 +197,8 @@ def get_model(model_id: str, device: str = "cpu") -> tuple[Transformer, dict]:
         if model.device != torch_device(device):
             model = model.to(device)
         return model, meta
+    if is_folder_model(model_id):
+        return _folder(model_id, device)[:2]
     return _bundled(model_id, device)
 
 

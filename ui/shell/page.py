@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from ui.shell import export, query
+from ui.shell import export, query, sidebar_url
 from ui.shell.params import Int
 
 
@@ -128,3 +128,21 @@ def pick_index(param: Int, label: str, n: int, default: int = 0, fmt=str, help: 
                             format_func=fmt, help=help)
     return param.widget(st.selectbox, label, hi=n - 1, default=min(default, n - 1), format_func=fmt, help=help,
                         width=width)
+
+
+def needs_toy_task(what: str, model_id: str, key: str, why: str = "") -> None:
+    """One sentence where a panel needs a toy task (a trained rule, a task's accuracy) and the model is a checkpoint
+    from a folder, and a button that opens the bundled model `model_id`, which has one, on this page."""
+    st.info(f"{what} needs a model trained on one of this app's toy tasks{': ' + why if why else ''}. "
+            "This one is a checkpoint opened from a folder, which reads free text.", icon=":material/school:")
+    st.button(f"Open {model_id} here", key=key, on_click=switch_model, args=(model_id,),
+              icon=":material/swap_horiz:")
+
+
+def switch_model(model_id: str) -> None:
+    """Select another model in the shared sidebar, from its example input (a button callback: it runs before the
+    sidebar draws)."""
+    st.session_state[sidebar_url.MODEL_KEY] = model_id
+    for key in (sidebar_url.INPUT_KEY, sidebar_url.TGT_KEY):
+        st.session_state.pop(key, None)  # the new model may not read the old input
+    st.session_state[sidebar_url.SEED_KEY] = 0

@@ -16,6 +16,7 @@ import torch
 
 from core.model import Transformer
 from core.tasks import IGNORE, Task, get_task
+from core.text_task import TextTask
 from ui.shell import lessons_bar, models, query
 from ui.shell.nav import ensure_app_navigation
 from ui.shell.memo import memo
@@ -30,7 +31,7 @@ class Selection:
     model_id: str
     model: Transformer
     meta: dict
-    task: Task
+    task: Task | TextTask  # a toy task, or a checkpoint's text (its tokenizer as a vocabulary)
     device: str
     tokens: list[str]  # the input (encoder-decoder: the source)
     ids: torch.Tensor  # [1, pos]
@@ -62,7 +63,7 @@ class Selection:
 
 def _max_tokens(model: Transformer) -> int:
     cap = MAX_INPUT_TOKENS
-    if model.cfg.pos == "learned":
+    if model.cfg.pos == "learned" or model.cfg.max_len > MAX_INPUT_TOKENS:  # a checkpoint's own context counts too
         cap = min(cap, model.cfg.max_len)
     return cap
 
@@ -71,8 +72,11 @@ def _example(task: Task, arch: str, seed: int) -> str:
     return _example_text(task.name, arch, seed)
 
 
-def example_text(task: Task, arch: str, seed: int) -> str:
-    """The task's example number `seed` for this architecture, as space-separated tokens (cached)."""
+def example_text(task: Task | TextTask, arch: str, seed: int) -> str:
+    """The task's example number `seed` for this architecture, as space-separated tokens (cached); a
+    checkpoint's example sentence."""
+    if isinstance(task, TextTask):
+        return task.example_text(seed)
     return _example_text(task.name, arch, seed)
 
 
@@ -84,11 +88,25 @@ def _example_text(task_name: str, arch: str, seed: int) -> str:
 
 def _pick_model() -> str:
     choices = models.model_choices()
-    if not choices:
+    if choices:
+        picked = URL.model.widget(st.selectbox, "Model", choices=tuple(choices), format_func=choices.get,
+                                  help="Models this project trained on toy tasks, checkpoints found in this server's "
+                                       "model folders (GPT-2, BERT, Llama family: see the README), and any you train "
+                                       "or upload.")
+    else:
         st.error("No models found in assets/models. Run `python -m core.train --all` to build them.")
+    # Folders in GLASSBOX_MODELS_DIR or the Hugging Face cache that cannot be opened, each with its problem as
+    # core.pretrained words it, under the picker where a teacher looks for a missing model (names and problems
+    # come from files on the server: shown literally).
+    broken = [found for found in models.found_folders() if found.problem is not None]
+    if broken:
+        n = len(broken)
+        with st.expander(f"{n} model folder{'s' if n > 1 else ''} could not be opened", icon=":material/folder_off:"):
+            for found in broken:
+                st.markdown(f"**{query.literal(found.name)}**: {query.literal(found.problem)}")
+    if not choices:
         st.stop()
-    return URL.model.widget(st.selectbox, "Model", choices=tuple(choices), format_func=choices.get,
-                            help="Models this project trained on toy tasks, plus any you train or upload.")
+    return picked
 
 
 def _pick_device(description: str) -> str:
@@ -155,12 +173,18 @@ def shared_sidebar() -> Selection:
         device = _pick_device(models.describe(model_id))
         try:
             model, meta = models.get_model(model_id, device)
-            task = get_task(meta["task"])
+            text_model = models.is_text_model(meta)
+            task = models.text_task(model_id, device) if text_model else get_task(meta["task"])
         except (ValueError, KeyError) as exc:
             st.error(query.literal(f"Could not load this model: {exc}"))
             st.stop()
         arch = model.cfg.arch
         cap = _max_tokens(model)
+        if text_model:
+            sel = _text_input(model_id, model, meta, task, device, cap)
+            URL.input.write(st.session_state[INPUT_KEY])
+            URL.tgt.clear()
+            return sel
         seed = st.session_state.setdefault(SEED_KEY, 0)
         default_text = _example(task, arch, seed)
         URL.input.seed(default=default_text)
@@ -194,6 +218,38 @@ def shared_sidebar() -> Selection:
     else:
         URL.tgt.clear()
     return Selection(model_id, model, meta, task, device, tokens, ids, tgt_tokens, tgt_ids, targets, notes)
+
+
+def _text_input(model_id: str, model: Transformer, meta: dict, task: TextTask, device: str, cap: int) -> Selection:
+    """A checkpoint from a folder reads any text: its tokenizer splits it, the labels show each piece, and a
+    decoder's right answer at each position is the next token of the text. A text longer than the page can
+    draw is cut to its first `cap` tokens, with a note (nothing is refused as an unknown token)."""
+    seed = st.session_state.setdefault(SEED_KEY, 0)
+    URL.input.seed(default=task.example_text(seed))
+    if st.button("Another example", icon=":material/casino:", width="stretch"):
+        st.session_state[SEED_KEY] = seed + 1
+        st.session_state[INPUT_KEY] = task.example_text(seed + 1)
+    text = st.text_area("Your text", key=INPUT_KEY, height=110,
+                        help=f"Any text. The model's own tokenizer splits it into tokens; the pages draw the first "
+                             f"{cap} of them.")
+    ids = task.vocab.encode(text) if text.strip() else []
+    notes = []
+    if not ids:
+        problem = "The text is empty: type a sentence."
+        _refuse(problem, task.example_text(seed), "an example sentence")
+        notes.append(problem)
+        ids = task.vocab.encode(task.example_text(seed))
+    if len(ids) > cap:
+        note = f"Your text is {len(ids):,} tokens long; the pages show its first {cap}."
+        st.info(note)
+        notes.append(note)
+        ids = ids[:cap]
+    tokens = task.vocab.decode(ids)
+    st.caption(f"{len(ids)} tokens: " + query.literal(" · ".join(tokens[:40])) + (" …" if len(tokens) > 40 else ""))
+    st.caption(f"**{task.title}.** {task.scored_for(model.cfg.arch)}")
+    tensor = torch.tensor([ids], device=model.device)  # [1, pos]
+    return Selection(model_id, model, meta, task, device, tokens, tensor, None, None,
+                     task.targets(ids, model.cfg.arch), notes)
 
 
 def _target_side(model_id: str, device: str, task: Task, src_ids: torch.Tensor, cap: int):
@@ -239,6 +295,13 @@ def selection_for(sel: Selection, text: str, what: str = "second input") -> tupl
     Encoder-decoder models get their own greedy decoder input for the new source.
     """
     cap = _max_tokens(sel.model)
+    if isinstance(sel.task, TextTask):
+        ids = sel.task.vocab.encode(text)[:cap] if text.strip() else []
+        if not ids:
+            return None, f"The {what} is empty: type a sentence."
+        return Selection(sel.model_id, sel.model, sel.meta, sel.task, sel.device, sel.task.vocab.decode(ids),
+                         torch.tensor([ids], device=sel.model.device), None, None,  # [1 pos]
+                         sel.task.targets(ids, sel.arch)), None
     tokens, problem = _tokenise(sel.task, text, what, cap)
     if problem:
         return None, problem
