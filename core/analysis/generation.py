@@ -300,7 +300,8 @@ class _Recorder:
     """Per-call hook functions that log (hook name, the tensor's shape, the part of it the stepper reads) in
     call order; nothing on the model changes, and the log belongs to one call. Only what a Step keeps is
     copied (the newest query's row of a pattern, not the whole pattern): with a real checkpoint's sizes,
-    copies of every watched tensor of every step took gigabytes."""
+    copies of every watched tensor of every step took gigabytes. What a Step keeps as numpy is copied to
+    the CPU; the final stream stays on the model's device for its unembedding."""
 
     def __init__(self, key_hook: str):
         self.key_hook = key_hook  # the keys a Step keeps whole (after RoPE where there is RoPE)
@@ -311,14 +312,19 @@ class _Recorder:
 
     def _kept(self, name: str, x: torch.Tensor) -> Optional[torch.Tensor]:
         if ".cross_attn." not in name and name.endswith(self.key_hook):
-            return x[:1].clone()  # [1 pos head d_head]
+            return _to_cpu(x[:1])  # [1 pos head d_head]
         if name.endswith("hook_pattern"):
-            return x[:1, :, -1].clone()  # [1 head k]: the newest query's row
+            return _to_cpu(x[:1, :, -1])  # [1 head k]: the newest query's row
         if name.endswith("attn.hook_q") and ".cross_attn." not in name:
-            return x[:1, -1].clone()  # [1 head d_head]
+            return _to_cpu(x[:1, -1])  # [1 head d_head]
         if name.endswith("ln_final.hook_normalized"):
             return x[:, -1].clone()  # [batch d_model]
         return None  # only its shape is read (rows projected, positions fed)
+
+
+def _to_cpu(x: torch.Tensor) -> torch.Tensor:
+    """A float32 copy on the CPU (a copy also when `x` is there already: the hook's tensor lives on)."""
+    return x.to("cpu", torch.float32, copy=True)
 
 
 def _split_steps(calls: list[tuple[str, tuple, Optional[torch.Tensor]]], marker: str) -> tuple[list, list[list]]:
@@ -375,7 +381,7 @@ def decode_trace(model: Transformer, tokens: torch.Tensor, steps: int, use_cache
     recorder = _Recorder(key_hook)
     state = RunState(fwd={name: [recorder] for name in _watched(model, prefix)})
     with running(state):
-        out = model.generate(tokens, steps, use_cache=use_cache, tgt_prefix=tgt_prefix)
+        out = model.generate(tokens, steps, use_cache=use_cache, tgt_prefix=tgt_prefix).cpu()  # [1 pos]
     setup, per_step = _split_steps(recorder.calls, f"{prefix}hook_embed")
     prompt_len = (tgt_prefix if tgt_prefix is not None else tokens).shape[1]
     source_len = tokens.shape[1] if prefix else 0
@@ -409,7 +415,7 @@ def decode_trace(model: Transformer, tokens: torch.Tensor, steps: int, use_cache
         logits = model.unembed(final)[0]  # [vocab]
         records.append(Step(
             t=t, fed=fed, keys_stored=stored, token=int(out[0, prompt_len + t]),
-            logits=logits.float().numpy(), query=np.stack(queries),
+            logits=logits.float().cpu().numpy(), query=np.stack(queries),
             keys=np.stack(keys) if keys else np.zeros((n_layers, 0, width), dtype=np.float32),
             self_row=np.stack(self_rows), cross_row=np.stack(cross_rows) if prefix else None,
             projections=_projection_rows(calls, prefix), attention_macs=int(macs)))

@@ -104,17 +104,20 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]], 
 
 
 def tensor_heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_title: str, row_title: str,
-                   title: str = "", weights: bool = False) -> go.Figure:
+                   title: str = "", weights: bool = False, col_labels: Optional[Sequence[str]] = None) -> go.Figure:
     """A tensor shown as a matrix `[rows cols]`: on a diverging scale centred at zero, or, for
-    attention weights (`weights`), on the fixed 0..1 attention scale."""
+    attention weights (`weights`), on the fixed 0..1 attention scale. `col_labels` (distinct) names the
+    columns, e.g. the tokens whose logits they are; without them columns are numbered."""
     matrix = np.asarray(matrix, dtype=np.float32)
     bound = float(np.abs(matrix).max()) or 1.0
     zmin, zmax, scale = (0.0, 1.0, ATTENTION_SCALE) if weights else (-bound, bound, DIVERGING)
-    fig = go.Figure(go.Heatmap(z=matrix, y=unique_labels(row_labels), zmin=zmin, zmax=zmax, colorscale=scale,
+    x = {"x": [str(c) for c in col_labels]} if col_labels is not None else {}
+    fig = go.Figure(go.Heatmap(z=matrix, y=unique_labels(row_labels), zmin=zmin, zmax=zmax, colorscale=scale, **x,
                                hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>"))
     fig.update_layout(title=_title(title), height=max(260, min(560, 80 + 22 * matrix.shape[0])), font=FONT,
                       margin=dict(l=10, r=10, t=50 if title else 10, b=10),
-                      xaxis=dict(title=dict(text=col_title)), yaxis=dict(autorange="reversed", title=dict(text=row_title)))
+                      xaxis=dict(title=dict(text=col_title), **({"type": "category"} if col_labels is not None else {})),
+                      yaxis=dict(autorange="reversed", title=dict(text=row_title)))
     return fig
 
 
@@ -194,8 +197,10 @@ def step_rows(self_row: np.ndarray, key_tokens: Sequence[str], cross_row: Option
     return fig
 
 
-def kv_cache(keys: np.ndarray, tokens: Sequence[str], new_rows: int, title: str = "") -> go.Figure:
-    """One layer's self-attention keys `[pos head*d_head]`; the rows added at this step are outlined."""
+def kv_cache(keys: np.ndarray, tokens: Sequence[str], new_rows: int, title: str = "",
+             heads: str = "head") -> go.Figure:
+    """One layer's self-attention keys `[pos kv_head*d_head]`; the rows added at this step are outlined.
+    `heads` names the head axis of the columns ("key/value head" under grouped-query attention)."""
     keys = np.asarray(keys, dtype=np.float32)
     n = keys.shape[0]
     bound = float(np.abs(keys).max()) or 1.0
@@ -206,7 +211,7 @@ def kv_cache(keys: np.ndarray, tokens: Sequence[str], new_rows: int, title: str 
                       line=dict(color=PICKED, width=3))
     fig.update_layout(title=_title(title), height=max(240, min(520, 90 + 20 * n)), font=FONT,
                       margin=dict(l=10, r=10, t=50 if title else 10, b=10),
-                      xaxis=dict(title=dict(text="key dimension (head × d_h)")),
+                      xaxis=dict(title=dict(text=f"key dimension ({heads} × d_h)")),
                       yaxis=dict(autorange="reversed", title=dict(text="cached position")))
     return fig
 

@@ -63,6 +63,33 @@ def hook_tensor(cache_key: tuple, name: str) -> np.ndarray:
 
 
 @memo(maxsize=64)
+def hook_columns(cache_key: tuple, name: str, columns: tuple[int, ...]) -> np.ndarray:
+    """Some columns of the last axis of one hook's tensor `[batch .. len(columns)]`: the logits of a few tokens,
+    where drawing (and keeping) a real vocabulary's 50,257 columns would be of no use."""
+    model, ids, kwargs = model_inputs(cache_key)
+    with one_thread():
+        _, cache = model.run_with_cache(ids, [name], **kwargs)
+    return freeze(cache[name][..., list(columns)].float().cpu().numpy())
+
+
+@memo(maxsize=64)
+def fill_mask(cache_key: tuple, positions: tuple[int, ...], mask_id: int, k: int) -> dict:
+    """An encoder's guesses for the tokens at `positions` hidden behind [MASK]: the `k` likeliest ids at each
+    and their probabilities `[position k]`, and the probability of the token that was there."""
+    model, ids, kwargs = model_inputs(cache_key)
+    masked = ids.clone()
+    masked[0, list(positions)] = mask_id  # [1 pos]
+    with one_thread(), torch.no_grad():
+        logits = model(masked, **kwargs)[0, list(positions)]  # [position vocab]
+    probs = torch.softmax(logits.float(), dim=-1)  # [position vocab]
+    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    hidden = ids[0, list(positions)]  # [position]
+    return freeze({"ids": top.indices.cpu().numpy(), "probs": top.values.cpu().numpy(),
+                   "hidden": hidden.cpu().numpy(), "p_hidden": probs.gather(1, hidden[:, None])[:, 0].cpu().numpy(),
+                   "rank_hidden": (probs > probs.gather(1, hidden[:, None])).sum(-1).cpu().numpy() + 1})
+
+
+@memo(maxsize=64)
 def identities(cache_key: tuple, prefix: str, layer: int, which: str, perm_seed: int) -> dict:
     """The concat-vs-sum identity for one attention and the MLP permutation check of one block."""
     model, ids, kwargs = model_inputs(cache_key)
@@ -73,7 +100,7 @@ def identities(cache_key: tuple, prefix: str, layer: int, which: str, perm_seed:
         heads = G.heads_concat_vs_sum(model, cache[z_name], prefix, layer, which)
         perm = G.seeded_permutation(cache[x_name].shape[1], perm_seed)
         mlp = G.mlp_permutation_check(model, cache[x_name], prefix, layer, perm)
-    norms = heads["per_head"][:, 0].norm(dim=-1).numpy()  # [head pos]
+    norms = heads["per_head"][:, 0].norm(dim=-1).cpu().numpy()  # [head pos]
     return freeze({"heads_diff": heads["max_diff"], "norms": norms, "mlp_diff": mlp["max_diff"],
                    "perm": perm.numpy()})
 
@@ -107,13 +134,14 @@ def traces(cache_key: tuple, prompt_len: int, steps: int, bos_id: int) -> tuple:
     model, tokens, tgt_prefix = stepper_inputs(cache_key, prompt_len, bos_id)
     with one_thread():
         with_cache = G.decode_trace(model, tokens, steps, True, tgt_prefix)
-        without = G.decode_trace(model, tokens, steps, False, tgt_prefix)
+        without = G.decode_trace(model, tokens, steps, False, tgt_prefix, keep_keys=False)  # its keys are not drawn
     return freeze((with_cache, without, G.max_logit_difference(with_cache, without)))
 
 
 @memo(maxsize=16)
 def timings(model_id: str, device: str, source_len: int, prompt_len: int, steps: int, bos_id: int, run: int) -> dict:
-    """Milliseconds per token with and without the cache (fastest of 5 runs; `run` asks for a fresh measurement).
+    """Milliseconds per token with and without the cache (fastest of `timing_repeats` runs; `run` asks for a fresh
+    measurement).
 
     Timed on a stand-in input of the student's lengths: the work does not depend on which tokens are read,
     so every student with this model and these lengths shares one measurement (and the app ships the
@@ -130,6 +158,7 @@ def timings(model_id: str, device: str, source_len: int, prompt_len: int, steps:
 def measure_timings(model_id: str, device: str, source_len: int, prompt_len: int, steps: int, bos_id: int) -> dict:
     """The body of `timings`, importable by the worker process."""
     model = models.get_model(model_id, device)[0]
+    repeats = timing_repeats(model_id)
     ids = (torch.arange(source_len, device=model.device) % model.cfg.vocab_size).unsqueeze(0)  # [1 pos]
     if model.is_encoder_decoder:
         tokens, tgt_prefix = ids, torch.tensor([[bos_id]], device=model.device)  # [1 1]
@@ -137,9 +166,15 @@ def measure_timings(model_id: str, device: str, source_len: int, prompt_len: int
         tokens, tgt_prefix = ids[:, :prompt_len], None
     with one_thread():
         G.time_per_token(model, tokens, 2, True, tgt_prefix, repeats=1)  # warm up
-        cached_ms = 1e3 * G.time_per_token(model, tokens, steps, True, tgt_prefix, repeats=5)
-        full_ms = 1e3 * G.time_per_token(model, tokens, steps, False, tgt_prefix, repeats=5)
+        cached_ms = 1e3 * G.time_per_token(model, tokens, steps, True, tgt_prefix, repeats=repeats)
+        full_ms = 1e3 * G.time_per_token(model, tokens, steps, False, tgt_prefix, repeats=repeats)
     return {"with cache": cached_ms, "without cache": full_ms}
+
+
+def timing_repeats(model_id: str) -> int:
+    """Runs timed each way, the fastest kept: 5 for the bundled models; 2 for a checkpoint from a folder, whose
+    every step without the cache is a forward pass of a real model, timed in the server process itself."""
+    return 2 if models.is_folder_model(model_id) else 5
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,15 +24,24 @@ import streamlit as st
 from core.analysis import generation as G
 from core.analysis import leakage as L
 from ui.generation import runs as R
-from ui.shell import precomputed
+from ui.shell import models, precomputed
 from ui.shell.export import chart_config
 from ui.shell.page import computed, csv_download, lazy_expander, rows_table, try_this
 from ui.shell.params import Choice, Int, Params
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
+from ui.shell.text import code, literal, plotly_literal
 
 MAX_STEPS = 64  # decoding steps the stepper draws
 MAX_TIMED = 128  # tokens the timing chart generates
+# A checkpoint from a folder (GPT-2 small: 12 layers, d_model 768, 50,257 tokens) pays a whole forward pass per
+# step without the cache, and the stepper watches every attention: on one CPU thread a 128-token prompt and 32 steps
+# took 25 s to recompute, so it reads a shorter prompt and writes fewer tokens, and is timed only when asked.
+MAX_TEXT_PROMPT = 64  # prompt tokens the stepper reads for a checkpoint from a folder
+MAX_TEXT_STEPS = 16  # decoding steps the stepper draws for one
+MAX_TEXT_TIMED = 16  # tokens the timing chart generates for one
+MAX_VOCAB_COLUMNS = 64  # a vocabulary axis longer than this is drawn for the input's own tokens only
+FILL_TOP_K = 5  # an encoder's guesses shown for each hidden token
 TINY_STEPS = 250  # training steps of each tiny decoder
 ATTENTIONS = {"self": "self-attention", "cross": "cross-attention (decoder)", "enc": "encoder self-attention"}
 
@@ -84,6 +93,11 @@ def default_hook(sel: Selection) -> str:
     return "decoder.blocks.0.cross_attn.hook_pattern" if sel.arch == "encoder-decoder" else "blocks.0.attn.hook_pattern"
 
 
+def is_text(sel: Selection) -> bool:
+    """Whether the sidebar's model is a checkpoint from a folder, reading free text."""
+    return models.is_text_model(sel.meta)
+
+
 def room(sel: Selection) -> int:
     """How many positions the generating stack may hold: a decoder's learned table stops at max_len."""
     cfg = sel.model.cfg
@@ -98,7 +112,7 @@ def stepper_bounds(sel: Selection) -> dict:
     if sel.arch == "encoder-decoder":
         return {"prompt": 1, "prompt_hi": 1, "steps": min(MAX_STEPS, n + 1), "steps_hi": MAX_STEPS}
     cut = sel.tokens.index("<sep>") + 1 if "<sep>" in sel.tokens else max(1, n // 2)
-    prompt_hi = max(1, min(n, room(sel) - 1))
+    prompt_hi = max(1, min(n, room(sel) - 1, MAX_TEXT_PROMPT if is_text(sel) else n))
     prompt = min(cut, prompt_hi)
     return {"prompt": prompt, "prompt_hi": prompt_hi, "steps": max(1, min(n - prompt, steps_hi(sel, prompt))),
             "steps_hi": steps_hi(sel, prompt)}
@@ -106,7 +120,7 @@ def stepper_bounds(sel: Selection) -> dict:
 
 def steps_hi(sel: Selection, prompt: int) -> int:
     """The most tokens the stepper may write after a prompt of `prompt` tokens."""
-    return max(1, min(MAX_STEPS, room(sel) - prompt))
+    return max(1, min(MAX_TEXT_STEPS if is_text(sel) else MAX_STEPS, room(sel) - prompt))
 
 
 def seed_url(sel: Selection) -> None:
@@ -128,7 +142,7 @@ def seed_url(sel: Selection) -> None:
 
 def timing_cap(sel: Selection, prompt: int) -> int:
     """How many tokens the timing chart may generate (a learned position table stops at max_len)."""
-    return max(1, min(MAX_TIMED, room(sel) - prompt))
+    return max(1, min(MAX_TEXT_TIMED if is_text(sel) else MAX_TIMED, room(sel) - prompt))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,12 +249,31 @@ def hook_explorer(sel: Selection) -> None:
     st.caption(f"Click a dot in a column marked {THIS_MODEL} (this model's) or choose above to see its tensor.")
     info = by_name[picked]
     st.markdown(f"**`{picked}`**: shape **{axes_text(info)}** ({info.sublayer}).")
-    matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
+    columns = vocab_columns(sel, info)
+    if columns is None:
+        matrix, row_axis, col_axes = as_matrix(R.hook_tensor(sel.cache_key, picked), info.axes)
+        col_labels = None
+    else:  # a real vocabulary: the logits of the input's own tokens, never all 50,257 columns
+        matrix, row_axis = R.hook_columns(sel.cache_key, picked, columns)[0], info.axes[1]
+        col_axes = "V: your input's tokens"
+        col_labels = [plotly_literal(f"{label} (id {i})") for label, i in zip(sel.task.vocab.decode(columns), columns)]
+        st.caption(f"The vocabulary axis has {info.shape[-1]:,} tokens; the figure shows the logits of the "
+                   f"{len(columns)} different tokens of your input" +
+                   (f" (the first {MAX_VOCAB_COLUMNS})" if len(columns) == MAX_VOCAB_COLUMNS else "") + ".")
     labels = sel.query_tokens if row_axis == "L_d" else sel.tokens
     rows = labels if len(labels) == matrix.shape[0] else [str(i) for i in range(matrix.shape[0])]
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
-                                    picked.endswith("hook_pattern")),
+                                    picked.endswith("hook_pattern"), col_labels),
                     key="generation.tensor", config=chart_config("generation", sel.model_id, picked))
+
+
+def vocab_columns(sel: Selection, info: G.HookInfo) -> tuple[int, ...] | None:
+    """For a hook whose last axis is a vocabulary too long to draw (a real checkpoint's), the ids of the input's
+    own tokens, each once, in order (at most MAX_VOCAB_COLUMNS); None for every other hook."""
+    if info.axes[-1] != "V" or info.shape[-1] <= MAX_VOCAB_COLUMNS:
+        return None
+    ids = sel.tgt_ids if info.axes[1] == "L_d" and sel.tgt_ids is not None else sel.ids
+    return tuple(dict.fromkeys(int(i) for i in ids[0].tolist()))[:MAX_VOCAB_COLUMNS]
 
 
 @st.fragment  # local: opening or closing the expander redraws only the expander
@@ -419,11 +452,19 @@ def stepper_panel(sel: Selection) -> None:
     st.latex(r"q_t = x_t W_Q,\quad K_{\le t} = \begin{bmatrix}K_{<t}\\ x_t W_K\end{bmatrix},\quad "
              r"V_{\le t} = \begin{bmatrix}V_{<t}\\ x_t W_V\end{bmatrix}")
     st.latex(r"o_t = \mathrm{softmax}\!\Big(\frac{q_t K_{\le t}^{\top}}{\sqrt{d_h}}\Big)V_{\le t}")
+    if sel.arch == "encoder" and is_text(sel):
+        fill_mask_section(sel)
+        return
     if sel.arch == "encoder":
         offer_encdec(sel, "Generation", "generation.switch_stepper")
         st.caption("An encoder lets every token see the future, so it cannot write left to right. A decoder-only "
                    "model (for example sort-decoder) works here too.")
         return
+    if is_text(sel):
+        st.caption(f"A checkpoint from a folder reads a prompt of at most {MAX_TEXT_PROMPT} tokens here and writes at "
+                   f"most {MAX_TEXT_STEPS} (timing: {MAX_TEXT_TIMED}, measured when you press **Measure**): without "
+                   "the cache every step is a whole forward pass of the real model, and the stepper records every "
+                   "attention of every step.")
     decoding_steps(sel)
     try_this(
         "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "
@@ -431,6 +472,52 @@ def stepper_panel(sel: Selection) -> None:
         "Watch the last metric: the cached and recomputed logits agree to about 1e-6 at every step.",
         "On reverse-encdec, the cross-attention row moves right to left over the source as the answer is written.",
     )
+
+
+def fill_mask_section(sel: Selection) -> None:
+    """What a text encoder (BERT) does instead of writing: why it cannot generate, and its guesses for a token of
+    the sidebar's text hidden behind [MASK] (or for the [MASK] tokens the text holds)."""
+    vocab = sel.task.vocab
+    st.info(f"**{literal(sel.meta.get('title', sel.model_id))}** is an encoder: every token attends to every other, "
+            "in both directions, so it was never trained to predict a token from the tokens before it alone, and it cannot "
+            "write left to right. What it does instead is fill in blanks: it was trained to guess the token hidden "
+            "behind each `[MASK]` from the words on both sides.", icon=":material/info:")
+    if vocab.mask_id is None:
+        st.warning("This checkpoint's tokenizer has no [MASK] token, so it cannot be asked to fill one in.")
+        return
+    st.markdown("#### Fill in the blank")
+    masks = tuple(p for p, i in enumerate(sel.ids[0].tolist()) if i == vocab.mask_id)
+    special = set(vocab.tokenizer.special_ids.values())
+    ordinary = [p for p, i in enumerate(sel.ids[0].tolist()) if i not in special]
+    if masks:
+        positions = masks
+        st.caption(f"Your text holds {len(masks)} {code(vocab.decode([vocab.mask_id])[0])} token(s): below, the "
+                   "model's guesses for each.")
+    elif ordinary:
+        choice = st.selectbox("Token to hide behind [MASK]", ordinary, index=len(ordinary) // 2,
+                              format_func=lambda p: f"{p}: {sel.tokens[p]}", key="generation.fill_position",
+                              help="The model reads your text with this token replaced by [MASK] and guesses it.")
+        positions = (int(choice),)
+    else:
+        st.warning("Your text has only special tokens; type a sentence in the sidebar.")
+        return
+    guess = R.fill_mask(sel.cache_key, positions, vocab.mask_id, FILL_TOP_K)
+    mask = vocab.decode([vocab.mask_id])[0]
+    st.markdown("Reads: " + " ".join(code(mask if q in positions else tok) for q, tok in enumerate(sel.tokens)))
+    rows = []
+    for n, p in enumerate(positions):
+        hidden = vocab.decode([int(guess["hidden"][n])])[0]
+        for rank, (i, prob) in enumerate(zip(guess["ids"][n], guess["probs"][n]), start=1):
+            rows.append({"position": p, "rank": rank, "guess": vocab.decode([int(i)])[0], "probability": float(prob),
+                         "was there": "✓" if int(i) == int(guess["hidden"][n]) else ""})
+        if not masks:
+            st.caption(f"The token that was there, {code(hidden)}, gets probability {float(guess['p_hidden'][n]):.3f} "
+                       f"(rank {int(guess['rank_hidden'][n]):,} of {len(vocab):,}).")
+    st.dataframe(rows_table(rows), hide_index=True, column_config={"probability": st.column_config.ProgressColumn(
+        "probability", min_value=0.0, max_value=1.0, format="%.3f")})
+    try_this("Hide a word whose meaning the sentence gives away on both sides: the encoder reads the words after "
+             "the blank too, which a decoder writing left to right never sees.",
+             "Type `[MASK]` into your text in the sidebar: each one is guessed at once, reading the others as blanks.")
 
 
 def decoding_steps(sel: Selection) -> None:
@@ -467,8 +554,8 @@ def step_shown(sel: Selection) -> None:
     tokens = vocab.decode(with_cache.tokens.tolist())
     prefix_len = with_cache.prompt_len
     written = tokens[:prefix_len + t]
-    st.markdown("Decoder input so far: " + " ".join(f"`{tok}`" for tok in written)
-                + f" → step {t} writes **`{vocab.decode([step.token])[0]}`**")
+    st.markdown("Decoder input so far: " + " ".join(code(tok) for tok in written)
+                + f" → step {t} writes **{code(vocab.decode([step.token])[0])}**")
     m = st.columns(3) + st.columns(2)  # two rows: five labels side by side are cut on a 1024-wide screen
     m[0].metric("positions fed", step.fed, delta=step.fed - plain.fed, delta_color="inverse",
                 help="with the cache; the delta compares with recomputing")
@@ -499,17 +586,41 @@ def kv_cache(sel: Selection) -> None:
     step = with_cache.steps[t]
     tokens = sel.task.vocab.decode(with_cache.tokens.tolist())
     new_rows = step.fed
+    cfg = sel.model.cfg
     c1, c2 = st.columns([2, 1])
     with c1:
         st.plotly_chart(R.cache_figure(step.keys[kv_layer], tokens[:step.keys_stored], new_rows,
-                                       f"Layer {kv_layer}'s key cache after step {t} (new rows outlined)"),
+                                       f"Layer {kv_layer}'s key cache after step {t} (new rows outlined)",
+                                       "key/value head" if G.grouped(cfg) else "head"),
                         key="generation.cache",
                         config=chart_config("generation", sel.model_id, f"key-cache-l{kv_layer}-step{t}"))
+        st.caption(cache_size_text(cfg, step.keys_stored, with_cache.source_len))
     with c2:
         st.plotly_chart(R.tensor_figure(step.query[kv_layer], [f"head {h}" for h in range(step.query.shape[1])],
                                         "d_h", "head", f"new query q_{t}, layer {kv_layer}"),
                         key="generation.query",
                         config=chart_config("generation", sel.model_id, f"new-query-l{kv_layer}-step{t}"))
+
+
+def cache_size_text(cfg, positions: int, source_len: int = 0) -> str:
+    """What the key-value cache holds after a step, in numbers and float32 bytes: K and V of every stored position,
+    for each key/value head (fewer than the query heads under grouped-query attention) in every layer."""
+    kv, dh, layers = cfg.kv_heads, cfg.d_head, cfg.n_layers
+    numbers = 2 * layers * positions * kv * dh
+    text = (f"The cache holds K and V for {positions} positions × {kv} key/value heads × d_h {dh} in each of "
+            f"{layers} layers: 2 × {layers} × {positions} × {kv} × {dh} = {numbers:,} numbers "
+            f"({_bytes(4 * numbers)} in float32)")
+    if source_len:
+        cross = 2 * layers * source_len * kv * dh
+        text += f", plus cross-attention's K_e and V_e for the {source_len} source positions: {cross:,} numbers"
+    if kv != cfg.n_heads:
+        text += (f". Grouped-query attention: the {cfg.n_heads} query heads share {kv} key/value heads, so the cache "
+                 f"is {cfg.n_heads // kv}× smaller than with a K and V for every query head")
+    return text + "."
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.1f} KB" if n >= 2**10 else f"{n} bytes"
 
 
 @S.section("stepper.counters", reads=("prompt", "steps", "t"))
@@ -548,25 +659,39 @@ def timing_measured(sel: Selection) -> None:
     c1, c2 = st.columns([2, 1])  # room for the whole "Measure again" on a 1024-wide screen
     with c1:
         n = URL.tlen.widget(st.slider, "tokens to generate for timing", hi=cap, default=min(64, cap))
-    with c2:
-        if st.button("Measure again", key="generation.remeasure", icon=":material/timer:"):
-            st.session_state[TIMING_RUN_KEY] = st.session_state.get(TIMING_RUN_KEY, 0) + 1
-    run = st.session_state.get(TIMING_RUN_KEY, 0)
     source_len = sel.ids.shape[1] if sel.model.is_encoder_decoder else prompt
-    args = (sel.model_id, sel.device, int(source_len), int(prompt), int(n), sel.task.vocab.bos_id, run)
+
+    def args_for(run: int) -> tuple:
+        return sel.model_id, sel.device, int(source_len), int(prompt), int(n), sel.task.vocab.bos_id, run
+
+    # a checkpoint from a folder is timed only on a press: real sizes make each measurement many forward passes
+    run = st.session_state.get(TIMING_RUN_KEY, 0)
+    on_demand = models.is_folder_model(sel.model_id) and not R.timings.has(*args_for(run))
+    with c2:
+        pressed = st.button("Measure" if on_demand else "Measure again", key="generation.remeasure",
+                            icon=":material/timer:")
+        if pressed and not on_demand:
+            st.session_state[TIMING_RUN_KEY] = st.session_state.get(TIMING_RUN_KEY, 0) + 1
+    if on_demand and not pressed:
+        st.caption(f"Press **Measure** to time {n} tokens both ways on this server: a checkpoint from a folder is "
+                   f"timed only when asked, as it runs the real model {2 * R.timing_repeats(sel.model_id)} times "
+                   "(with and without the cache, fastest of "
+                   f"{R.timing_repeats(sel.model_id)}), and without the cache each token is a whole forward pass.")
+        return
+    args = args_for(st.session_state.get(TIMING_RUN_KEY, 0))
     times = computed("Timing both ways ...", R.timings, *args)
     shipped = precomputed.note(R.timings, *args)
     st.plotly_chart(R.time_figure(times["with cache"], times["without cache"],
-                                  f"{'Measured at build time' if shipped else 'Measured on this server'}, fastest of 5 "
-                                  f"runs, {n} tokens"), key="generation.time",
+                                  f"{'Measured at build time' if shipped else 'Measured on this server'}, fastest of "
+                                  f"{R.timing_repeats(sel.model_id)} runs, {n} tokens"), key="generation.time",
                     config=chart_config("generation", sel.model_id, f"time-per-token-{n}-tokens"))
     st.caption("Timed on a stand-in input of your lengths (which tokens are read does not change the work), once per "
                "model and length for every student" + (f": {shipped}; **Measure again** times this server. "
                                                        if shipped else ". ") +
                "Past the lengths the model was trained on its output is no longer right, but the work is the same: "
                "this chart is about cost. Tiny models spend most of a step in Python, so the gap is smaller than "
-               "the multiply-add counts suggest. Other programs on the machine add spikes; the fastest of five runs "
-               "hides most of them.")
+               "the multiply-add counts suggest. Other programs on the machine add spikes; the fastest of "
+               f"{R.timing_repeats(sel.model_id)} runs hides most of them.")
     frame = partial(pd.DataFrame, {"step": range(len(times["with cache"])), "ms with cache": times["with cache"],
                                    "ms without cache": times["without cache"]})  # built on a press
     csv_download(frame, "time-per-token.csv", "generation.time_csv")

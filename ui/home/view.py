@@ -10,15 +10,35 @@ from core.families import FAMILIES
 from ui.shell import models
 from ui.shell.nav import PAGES, PageInfo
 from ui.shell.sidebar import Selection
+from ui.shell.text import literal
 
 CARDS_PER_ROW = 3
 
 
 def current_model(sel: Selection) -> None:
-    """One line naming the sidebar's model, so a student knows what every page will show."""
+    """One line naming the sidebar's model, so a student knows what every page will show (a checkpoint from a
+    folder: its family, size and context too)."""
     cfg = sel.model.cfg
-    st.caption(f"Current model: **{sel.meta.get('title', sel.model_id)}** ({sel.arch}, {cfg.n_layers} "
+    title = literal(sel.meta.get("title", sel.model_id))  # a folder's name comes from the server's disk
+    if models.is_text_model(sel.meta):
+        about = checkpoint_text(sel.meta["family"], sel.meta["parameters"], sel.meta["context"])
+        st.caption(f"Current model: **{title}**, a checkpoint from a folder: {about} ({sel.arch}, {cfg.n_layers} "
+                   f"layers × {cfg.n_heads} heads, d_model = {cfg.d_model}); it reads {sel.task.title.lower()}.")
+        return
+    st.caption(f"Current model: **{title}** ({sel.arch}, {cfg.n_layers} "
                f"layers × {cfg.n_heads} heads, d_model = {cfg.d_model}), task: {sel.task.title}.")
+
+
+def checkpoint_text(family: str, parameters: int, context: int) -> str:
+    """`GPT-2, 124M parameters, context 1,024 tokens`."""
+    count = (f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M" if parameters >= 1e6
+             else f"{parameters / 1e3:.0f}K")
+    return f"{models.FAMILY_NAMES.get(family, family)}, {count} parameters, context {context:,} tokens"
+
+
+def folder_arch(family: str) -> str:
+    """The family of Transformer a checkpoint's family belongs to: BERT reads with an encoder, the rest write."""
+    return "encoder" if family == "bert" else "decoder"
 
 
 def page_link(page: PageInfo) -> None:
@@ -66,6 +86,13 @@ def families_table() -> None:
     by_arch: dict[str, list[str]] = {arch: [] for arch in FAMILIES}
     for entry in models.manifest():
         by_arch.setdefault(entry.get("arch", ""), []).append(entry.get("title", entry["id"]))
+    folders: dict[str, list[str]] = {arch: [] for arch in FAMILIES}
+    for found in models.folder_models().values():
+        folders[folder_arch(found.family)].append(
+            f"{literal(found.name)} ({checkpoint_text(found.family, found.parameters, found.context)})")
     rows = [{"family": f"{f.name} ({f.like}-like)", "attention": f.attention, "suits": f.suits, "bundled models here": ", ".join(by_arch[arch]) or "none"}
             for arch, f in FAMILIES.items()]
+    if any(folders.values()):  # checkpoints found in this server's model folders (st.table reads Markdown: names literal)
+        for row, arch in zip(rows, FAMILIES):
+            row["checkpoints from folders"] = ", ".join(folders[arch]) or "none"
     st.table(pd.DataFrame(rows).set_index("family"))  # a plain table: long cells wrap, readable on a projector
