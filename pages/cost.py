@@ -30,4 +30,4 @@ setting = V.controls(sel)  # each control reruns only the measured parts that re
 V.time_panel(setting)
 V.steps_panel(setting)
 V.memory_panel(setting)
-V.presets_panel(setting)
+V.presets_panel(setting, sel)

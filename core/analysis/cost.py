@@ -123,10 +123,11 @@ def attention_maps(preset: SizePreset) -> int:
     return sum(parts) + (parts[-1] if len(parts) > 1 else 0)
 
 
-def preset_rows(name: str, ns: Sequence[int], block: int = 64) -> list[dict]:
-    """Per n, at a famous model's size: FLOPs of one attention core and of one recurrent layer of
-    the same width, and the training memory of every pattern against the chunked version."""
-    p = SIZE_PRESETS[name]
+def preset_rows(name: str | SizePreset, ns: Sequence[int], block: int = 64) -> list[dict]:
+    """Per n, at a famous model's size (a SIZE_PRESETS name, or any SizePreset, e.g. a checkpoint's own):
+    FLOPs of one attention core and of one recurrent layer of the same width, and the training memory of
+    every pattern against the chunked version."""
+    p = name if isinstance(name, SizePreset) else SIZE_PRESETS[name]
     maps = attention_maps(p)
     return [{"n": n, "attention GFLOP (one layer)": attention_flops(n, p.d_model) / 1e9,
              "RNN GFLOP (one layer)": recurrent_flops(n, p.d_model) / 1e9,

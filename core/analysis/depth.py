@@ -88,7 +88,7 @@ class ForwardStream:
     resid: np.ndarray  # [stage pos d_model]
     parts: list[str]  # component labels: embed, pos, then each sublayer
     part_vectors: np.ndarray  # [component pos d_model]
-    logits: np.ndarray  # [pos vocab] (encoder-decoder: the decoder's positions)
+    logits: Optional[np.ndarray]  # [pos vocab] (encoder-decoder: the decoder's positions); None when not kept
     is_sum: bool  # True when the final state is exactly the sum of the components (no post-LN)
 
     @property
@@ -97,10 +97,12 @@ class ForwardStream:
         return np.linalg.norm(self.resid, axis=-1)
 
 
-def forward_stream(model: Transformer, ids: torch.Tensor, prefix: str = "", **kwargs) -> ForwardStream:
+def forward_stream(model: Transformer, ids: torch.Tensor, prefix: str = "", keep_logits: bool = True,
+                   **kwargs) -> ForwardStream:
     """Run once and collect the residual stream of one stack for one input (batch of 1).
 
-    kwargs complete the call (tgt= for encoder-decoder, mask=, pos=).
+    kwargs complete the call (tgt= for encoder-decoder, mask=, pos=). keep_logits=False leaves the logits
+    out (None): with a real vocabulary they are the biggest thing here (GPT-2: 50,257 per position).
     """
     names = resid_names(model, prefix)
     subs = sublayer_names(model, prefix)
@@ -111,7 +113,7 @@ def forward_stream(model: Transformer, ids: torch.Tensor, prefix: str = "", **kw
     is_sum = model.cfg.norm != "post" and model.cfg.residual
     return ForwardStream(names, [stage_label(n) for n in names], resid,
                          ["embed", "pos"] + [sublayer_label(n) for n in subs], parts,
-                         logits[0].float().cpu().numpy(), is_sum)
+                         logits[0].float().cpu().numpy() if keep_logits else None, is_sum)
 
 
 def contributions(stream: ForwardStream, position: int) -> tuple[np.ndarray, np.ndarray]:
@@ -135,15 +137,41 @@ def write_ratio(stream: ForwardStream) -> np.ndarray:
 
 @torch.no_grad()
 def logit_lens(model: Transformer, resid: np.ndarray | torch.Tensor, prefix: str = "") -> np.ndarray:
-    """Decode every residual state as if it were the last: softmax(unembed(ln_final(x))).
+    """Decode every residual state as if it were the last: softmax(unembed(head(ln_final(x)))).
 
     resid `[stage pos d_model]` -> probabilities `[stage pos vocab]`. The final norm is the
-    model's own (identity for post-LN, whose states are normalised already).
+    model's own (identity for post-LN, whose states are normalised already), and so is the head:
+    BERT's masked-LM transform (dense, activation, norm) before the unembedding, which is tied to
+    the token embedding where the model ties it (GPT-2). For a large vocabulary use `lens_summary`,
+    which never holds more than one state's logits.
     """
     stack = model.stack_for(prefix)
     x = tensor_from(np.asarray(resid), dtype=model.unembed.weight.dtype, device=model.device)
-    logits = model.unembed(stack.ln_final(x))  # [stage pos vocab]
+    logits = model.unembed(model.head_input(stack.ln_final(x)))  # [stage pos vocab]
     return torch.softmax(logits.double(), dim=-1).cpu().numpy()
+
+
+@torch.no_grad()
+def lens_summary(model: Transformer, resid: np.ndarray | torch.Tensor, prefix: str = "",
+                 targets: Optional[Sequence[int]] = None, top_k: int = 5) -> LensTable:
+    """`lens_table(logit_lens(model, resid, prefix), targets)`, one state at a time: the logits of a
+    50,257-token vocabulary are never held for more than one state `[pos vocab]`. Also keeps each cell's
+    `top_k` predictions and their probabilities (for the hover)."""
+    stack = model.stack_for(prefix)
+    resid = np.asarray(resid)
+    stages, n = resid.shape[:2]
+    top = np.zeros((stages, n, top_k), dtype=np.int64)
+    p_top = np.zeros((stages, n, top_k))
+    p_right = np.full((stages, n), np.nan)
+    scored = [(p, int(t)) for p, t in enumerate(list(targets or [])[:n]) if t != IGNORE]
+    for s in range(stages):
+        x = tensor_from(resid[s], dtype=model.unembed.weight.dtype, device=model.device)  # [pos d_model]
+        logp = torch.log_softmax(model.unembed(model.head_input(stack.ln_final(x))).double(), dim=-1)  # [pos vocab]
+        values, ids = logp.topk(min(top_k, logp.shape[-1]), dim=-1)  # [pos k]
+        top[s, :, : ids.shape[-1]], p_top[s, :, : ids.shape[-1]] = ids.cpu().numpy(), values.exp().cpu().numpy()
+        for p, t in scored:
+            p_right[s, p] = float(logp[p, t].exp())
+    return LensTable(top[..., 0], p_top[..., 0], p_right, top, p_top)
 
 
 @dataclass
@@ -153,6 +181,8 @@ class LensTable:
     top: np.ndarray  # [stage pos] token ids
     p_top: np.ndarray  # [stage pos]
     p_right: np.ndarray  # [stage pos], NaN where the position is not scored
+    top_k: Optional[np.ndarray] = None  # [stage pos k] the k likeliest token ids (lens_summary), best first
+    p_top_k: Optional[np.ndarray] = None  # [stage pos k] their probabilities
 
 
 def lens_table(probs: np.ndarray, targets: Optional[Sequence[int]]) -> LensTable:

@@ -423,17 +423,22 @@ def rope_decay_bound(distances: Sequence[int], d_head: int, base: float = 10000.
     return sums / (half * (half + 1) / 2)
 
 
-def rope_abs_scores(q: np.ndarray, k: np.ndarray, distances: Sequence[int], base: float = 10000.0) -> np.ndarray:
+def rope_abs_scores(q: np.ndarray, k: np.ndarray, distances: Sequence[int], base: float = 10000.0,
+                    rotary: Optional[int] = None) -> np.ndarray:
     """|(R_m q_a) . (R_n k_a)| for each pair a of rows of q and k `[pairs d]` at each delta = m - n: `[pairs distance]`.
 
     Pair i of the score is Re(q~_i conj(k~_i) e^{i delta theta_i}) (the rotation R_{m-n} between them), so
-    all distances come from one complex matrix product.
+    all distances come from one complex matrix product. The rows are in the "pairs" layout (see
+    `rope_pairs_order`). `rotary`: how many leading dimensions RoPE turns (None: all of them, theta_i =
+    base^(-2i/d)); the others pass through unturned and add the same q.k at every distance.
     """
     q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
-    h = _pairs_complex(q) * np.conj(_pairs_complex(k))  # [pairs d/2]
-    theta = rope_angles(q.shape[-1], base)
-    phases = np.exp(1j * np.asarray(distances, dtype=np.float64)[None, :] * theta[:, None])  # [d/2 distance]
-    return np.abs((h @ phases).real)
+    r = q.shape[-1] if rotary is None else int(rotary)
+    h = _pairs_complex(q[..., :r]) * np.conj(_pairs_complex(k[..., :r]))  # [pairs r/2]
+    theta = rope_angles(r, base)
+    phases = np.exp(1j * np.asarray(distances, dtype=np.float64)[None, :] * theta[:, None])  # [r/2 distance]
+    passed = (q[..., r:] * k[..., r:]).sum(-1, keepdims=True)  # [pairs 1]: the unturned dimensions
+    return np.abs((h @ phases).real + passed)
 
 
 def random_qk_pairs(d_head: int, count: int = 4096, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -463,37 +468,147 @@ class DecayCurves:
 
 
 def heads_mean_abs_score(heads: Sequence[tuple[np.ndarray, np.ndarray]], distances: Sequence[int],
-                         base: float = 10000.0, count: int = 4096, seed: int = 0) -> np.ndarray:
+                         base: float = 10000.0, count: int = 4096, seed: int = 0,
+                         rotary: Optional[int] = None) -> np.ndarray:
     """Mean |q.k| at each distance over pairs of one head's query and key (rows of its (queries `[rows d]`,
-    keys `[rows d]`), before RoPE), averaged over the heads: `[distance]`."""
+    keys `[rows d]`), before RoPE, in the "pairs" layout), averaged over the heads: `[distance]`. `rotary`:
+    the leading dimensions RoPE turns (None: all)."""
     per_head = max(256, count // len(heads))
-    return np.mean([rope_abs_scores(*paired_rows(hq, hk, per_head, seed + i), distances, base).mean(axis=0)
+    return np.mean([rope_abs_scores(*paired_rows(hq, hk, per_head, seed + i), distances, base, rotary).mean(axis=0)
                     for i, (hq, hk) in enumerate(heads)], axis=0)
 
 
 def decay_curves(distances: Sequence[int], d_head: int, base: float = 10000.0,
                  model_heads: Optional[Sequence[tuple[np.ndarray, np.ndarray]]] = None, count: int = 4096,
-                 seed: int = 0) -> DecayCurves:
+                 seed: int = 0, model_rotary: Optional[int] = None) -> DecayCurves:
     """The bound and the mean |q.k| over `count` random (q, k) pairs of width d_head at each distance; with
-    `model_heads` (one (queries, keys) per head, at the model's own width), also heads_mean_abs_score."""
+    `model_heads` (one (queries, keys) per head, at the model's own width, as `model_qk_rows` gives them),
+    also heads_mean_abs_score, turning the model's leading `model_rotary` dimensions (None: all)."""
     distances = np.asarray(distances)
     q, k = random_qk_pairs(d_head, count, seed)
-    model_mean = heads_mean_abs_score(model_heads, distances, base, count, seed + 1) if model_heads else None
+    model_mean = (heads_mean_abs_score(model_heads, distances, base, count, seed + 1, model_rotary)
+                  if model_heads else None)
     return DecayCurves(distances, rope_decay_bound(distances, d_head, base),
                        rope_abs_scores(q, k, distances, base).mean(axis=0), model_mean)
 
 
-def model_qk_rows(model: Transformer, tokens: torch.Tensor,
-                  tgt: Optional[torch.Tensor] = None) -> list[tuple[np.ndarray, np.ndarray]]:
+def rope_pairs_order(x: np.ndarray, layout: str, rotary: Optional[int] = None) -> np.ndarray:
+    """Vectors `[... d]` of a model whose RoPE uses `layout`, reordered so that its rotated pairs sit side by
+    side as in the "pairs" layout: x[2i], x[2i+1] of the result are the dimensions the model turns together
+    (for "halves", x[i] and x[i + r/2]). The first `rotary` dimensions are turned (None: all of them); the
+    rest stay where they are. "pairs" returns x unchanged."""
+    x = np.asarray(x)
+    if layout == "pairs":
+        return x
+    if layout != "halves":
+        raise ValueError(f"layout must be 'pairs' or 'halves', got {layout!r}")
+    r = x.shape[-1] if rotary is None else int(rotary)
+    half = r // 2
+    order = np.stack([np.arange(half), np.arange(half) + half], axis=-1).reshape(-1)  # 0, r/2, 1, r/2+1, ...
+    return np.concatenate([x[..., order], x[..., r:]], axis=-1)
+
+
+def model_qk_rows(model: Transformer, tokens: torch.Tensor, tgt: Optional[torch.Tensor] = None,
+                  keep: Optional[np.ndarray] = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every self-attention head's queries and keys before RoPE turns them: one (q `[rows d_head]`,
-    k `[rows d_head]`) per (layer, head), rows running over the batch and the positions."""
+    k `[rows d_head]`) per (layer, query head), rows running over the batch and the positions (only where
+    `keep` `[batch pos]` is True, e.g. not on padding). With grouped keys (n_kv_heads < n_heads) a query
+    head is paired with the key head it reads. Each row is put in the "pairs" layout (`rope_pairs_order`),
+    so pair i of the result is a pair the model's RoPE turns together."""
     names = [n for n in model.hook_names() if n.endswith(("attn.hook_q", "attn.hook_k")) and "cross_attn" not in n]
     _, cache = model.run_with_cache(tokens, names, **({"tgt": tgt} if tgt is not None else {}))
+    cfg = model.cfg
+    rotary = cfg.rope_dim if cfg.rope_dim % 2 == 0 else None
     heads = []
     for name in names:
         if name.endswith("hook_q"):
             q = cache[name].double().cpu().numpy()  # [batch pos head d_head]
-            k = cache[name[:-1] + "k"].double().cpu().numpy()
-            heads += [(q[:, :, h].reshape(-1, q.shape[-1]), k[:, :, h].reshape(-1, k.shape[-1]))
-                      for h in range(q.shape[2])]
+            k = cache[name[:-1] + "k"].double().cpu().numpy()  # [batch pos kv_head d_head]
+            if keep is not None:
+                rows = np.asarray(keep, dtype=bool)[: q.shape[0], : q.shape[1]]
+                q, k = q[rows], k[rows]  # [rows head d_head]
+            else:
+                q, k = q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:])  # [rows head d_head]
+            group = q.shape[1] // k.shape[1]  # query heads per key head
+            q = rope_pairs_order(q, cfg.rope_layout, rotary)
+            k = rope_pairs_order(k, cfg.rope_layout, rotary)
+            heads += [(q[:, h], k[:, h // group]) for h in range(q.shape[1])]
     return heads
+
+
+# ---------------------------------------------------------------------------------------------
+# A model's own RoPE: which dimensions it turns together, checked against its hooks
+
+
+def rope_pair_dims(layout: str, rotary: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): the dimensions RoPE turns together as pair i = (a[i], b[i]), i = 0 .. r/2 - 1, for r = `rotary`
+    turned dimensions: "pairs" turns (2i, 2i + 1), "halves" (Hugging Face's Llama) turns (i, i + r/2)."""
+    if rotary < 2 or rotary % 2:
+        raise ValueError(f"RoPE turns an even number of dimensions, got {rotary}")
+    half = np.arange(rotary // 2)
+    if layout == "pairs":
+        return 2 * half, 2 * half + 1
+    if layout == "halves":
+        return half, half + rotary // 2
+    raise ValueError(f"layout must be 'pairs' or 'halves', got {layout!r}")
+
+
+def rope_by_pairs(x: np.ndarray, base: float, layout: str, rotary: int) -> np.ndarray:
+    """RoPE written out pair by pair from its description, in float64: `x` `[pos ... d_head]` at positions
+    0, 1, ..., pair i = (a[i], b[i]) of `rope_pair_dims` turned by the angle m * theta_i, theta_i =
+    base^(-2i/rotary); dimensions from `rotary` on pass through."""
+    x = np.asarray(x, dtype=np.float64)
+    a, b = rope_pair_dims(layout, rotary)
+    theta = base ** (-2.0 * np.arange(rotary // 2) / rotary)  # [r/2]
+    angle = np.arange(x.shape[0], dtype=np.float64)[:, None] * theta[None, :]  # [pos r/2]
+    angle = angle.reshape(angle.shape[:1] + (1,) * (x.ndim - 2) + angle.shape[1:])  # [pos 1.. r/2]
+    out = x.copy()
+    out[..., a] = x[..., a] * np.cos(angle) - x[..., b] * np.sin(angle)
+    out[..., b] = x[..., a] * np.sin(angle) + x[..., b] * np.cos(angle)
+    return out
+
+
+@dataclass
+class RopeCheck:
+    """How well RoPE written out pair by pair reproduces a model's own rotated queries and keys."""
+
+    layout: str  # the model's layout
+    rotary: int  # dimensions of each head it turns
+    base: float
+    error: dict[str, float]  # layout -> largest |written out - the model's hook_rot_q / hook_rot_k|, relative
+    shift: tuple[float, float]  # (q.k with q at m and k at n, the same vectors at m + s and n + s)
+    shift_at: tuple[int, int, int]  # (m, n, s)
+
+
+@torch.no_grad()
+def rope_check(model: Transformer, tokens: torch.Tensor, shift: int = 100) -> RopeCheck:
+    """Rotate the model's unturned queries and keys (`hook_q`, `hook_k`, every layer) with both pairings and
+    compare with what the model turned (`hook_rot_q`, `hook_rot_k`); the model's own pairing should agree to
+    rounding and the other should not. Then turn layer 0 head 0's query at the last position m and key at
+    position n = 0 by RoPE at (m, n) and at (m + shift, n + shift): the two dot products are equal.
+    tokens `[1 pos]`."""
+    cfg = model.cfg
+    names = [f"blocks.{i}.attn.{h}" for i in range(cfg.n_layers)
+             for h in ("hook_q", "hook_k", "hook_rot_q", "hook_rot_k")]
+    _, cache = model.run_with_cache(tokens, names, pos="rope")
+    r = cfg.rope_dim
+    error = {}
+    for layout in ("pairs", "halves"):
+        worst, scale = 0.0, 0.0
+        for i in range(cfg.n_layers):
+            for raw in ("q", "k"):
+                x = cache[f"blocks.{i}.attn.hook_{raw}"][0].double().cpu().numpy()  # [pos head d_head]
+                turned = cache[f"blocks.{i}.attn.hook_rot_{raw}"][0].double().cpu().numpy()
+                worst = max(worst, float(np.abs(rope_by_pairs(x, cfg.rope_base, layout, r) - turned).max()))
+                scale = max(scale, float(np.abs(turned).max()))
+        error[layout] = worst / max(scale, 1e-30)
+    q = cache["blocks.0.attn.hook_q"][0, :, 0].double().cpu().numpy()  # [pos d_head]
+    k = cache["blocks.0.attn.hook_k"][0, :, 0].double().cpu().numpy()
+    m, n = q.shape[0] - 1, 0
+    scores = []
+    for s in (0, int(shift)):
+        positions = max(m, n) + s + 1
+        q_at = rope_by_pairs(np.broadcast_to(q[m], (positions, q.shape[-1])), cfg.rope_base, cfg.rope_layout, r)
+        k_at = rope_by_pairs(np.broadcast_to(k[n], (positions, k.shape[-1])), cfg.rope_base, cfg.rope_layout, r)
+        scores.append(float(q_at[m + s] @ k_at[n + s]))
+    return RopeCheck(cfg.rope_layout, r, float(cfg.rope_base), error, (scores[0], scores[1]), (m, n, int(shift)))

@@ -123,23 +123,30 @@ def contribution_figure(parts: Sequence[str], lengths: np.ndarray, projections: 
 
 def logit_lens_figure(colour: np.ndarray, top_tokens: np.ndarray, p_top: np.ndarray, p_right: np.ndarray,
                       stages: Sequence[str], tokens: Sequence[str], colour_name: str = "p(right answer)",
-                      title: str = "") -> go.Figure:
+                      title: str = "", alternatives: Optional[np.ndarray] = None, first_position: int = 0) -> go.Figure:
     """The logit lens table: each cell's text is the top prediction, its colour a probability (0..1).
 
     colour `[stage pos]` (NaN = blank, e.g. a position with no right answer), top_tokens `[stage pos]`
-    strings, p_top and p_right `[stage pos]` for the hover.
+    strings, p_top and p_right `[stage pos]` for the hover; alternatives `[stage pos]` strings (e.g. the
+    next likeliest tokens with their probabilities), shown in the hover when given. first_position: the
+    position of the first column (a window of a longer input), as the axis labels number them.
     """
     colour = np.asarray(colour, dtype=np.float64)
     if colour.shape != (len(stages), len(tokens)) or np.shape(top_tokens) != colour.shape:
         raise ValueError("colour, top_tokens and labels must agree on [stage pos]")
+    if alternatives is not None and np.shape(alternatives) != colour.shape:
+        raise ValueError("alternatives must be [stage pos] like colour")
     custom = np.stack([np.asarray(p_top, dtype=np.float64), np.asarray(p_right, dtype=np.float64)], axis=-1)
+    more = "" if alternatives is None else "<br>likeliest: %{hovertext}"
     fig = go.Figure(go.Heatmap(
-        z=colour, x=unique_labels(tokens), y=list(stages), text=np.asarray(top_tokens), customdata=custom,
+        z=colour, x=[f"{first_position + i}:{t}" for i, t in enumerate(tokens)], y=list(stages),
+        text=np.asarray(top_tokens), customdata=custom,
+        hovertext=None if alternatives is None else np.asarray(alternatives, dtype=object),
         texttemplate="%{text}", textfont=dict(size=14 if len(tokens) <= 14 else 11), zmin=0.0, zmax=1.0,
         colorscale=ATTENTION_SCALE,
         colorbar=dict(title=colour_name), xgap=1, ygap=1,
         hovertemplate=("%{y}<br>token %{x}<br>top prediction %{text} (p = %{customdata[0]:.3f})"
-                       "<br>p(right answer) %{customdata[1]:.3f}<extra></extra>"),
+                       "<br>p(right answer) %{customdata[1]:.3f}" + more + "<extra></extra>"),
     ))
     _layout(fig, max(280, 100 + 40 * len(stages)), title, plot_bgcolor="#eeeeee")
     fig.update_xaxes(title="token (position:token)", tickangle=-50, automargin=True, showgrid=False)

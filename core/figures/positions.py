@@ -50,19 +50,24 @@ def encoding_heatmap(table: np.ndarray, title: str = "", zmax: Optional[float] =
                    yaxis=dict(title="position", autorange="reversed"))
 
 
-def wavelength_chart(wavelengths: np.ndarray, n: int, title: str = "", height: int = 320) -> go.Figure:
-    """Wavelength (in positions) of each sin/cos pair on a log axis, with the sequence length n marked."""
+def wavelength_chart(wavelengths: np.ndarray, n: int, title: str = "", height: int = 320,
+                     dims: Optional[np.ndarray] = None, n_label: str = "sequence length n") -> go.Figure:
+    """Wavelength (in positions) of each sin/cos pair on a log axis, with the sequence length n marked.
+
+    dims `[pairs 2]`: the two dimensions of each pair, for the hover (None: 2i and 2i + 1, the sinusoidal
+    table's and RoPE's "pairs" layout). n_label names the marked length (e.g. a model's context)."""
     wl = np.asarray(wavelengths, dtype=np.float64)
     pairs = np.arange(len(wl))
+    dims = np.stack([2 * pairs, 2 * pairs + 1], 1) if dims is None else np.asarray(dims)
     fig = go.Figure(go.Bar(
-        x=pairs, y=wl, marker_color=COLOURS["sinusoidal"], customdata=np.stack([2 * pairs, 2 * pairs + 1], 1),
+        x=pairs, y=wl, marker_color=COLOURS["sinusoidal"], customdata=dims,
         hovertemplate="pair %{x} (dims %{customdata[0]}, %{customdata[1]})<br>"
                       "wavelength %{y:.1f} positions<extra></extra>"))
     # The length n as a trace, not add_hline: shapes on a log axis would need log10 coordinates.
-    fig.add_trace(go.Scatter(x=[-0.5, len(wl) - 0.5], y=[n, n], mode="lines+text", name=f"sequence length n = {n}",
+    fig.add_trace(go.Scatter(x=[-0.5, len(wl) - 0.5], y=[n, n], mode="lines+text", name=f"{n_label} = {n}",
                              line=dict(color="#333333", dash="dash", width=2), text=[f"n = {n}", ""],
                              textposition="top right", textfont=dict(size=15),
-                             hovertemplate=f"sequence length n = {n}<extra></extra>"))
+                             hovertemplate=f"{n_label} = {n}<extra></extra>"))
     return _layout(fig, title, height, xaxis=dict(title="dimension pair i"), showlegend=False,
                    yaxis=dict(title="wavelength (positions)", type="log", dtick=1))
 

@@ -119,10 +119,10 @@ GROUPS = [
           "positions.fig_mk", ("positions.fig_rows", "positions.fig_swap_acc", "positions.fig_learned",
                                "positions.fig_rope_plane", "positions.fig_rope_grid", "positions.fig_decay",
                                "positions.fig_neigh")),
-    # the position reruns by key only the three figures that read it (ui.shell.sections.rerun_readers), not the stream's
-    # size or the logit lens between them
+    # the position reruns by key only the figures that read it (ui.shell.sections.rerun_readers), not the stream's
+    # size between them (the logit lens reads it too: on a checkpoint too big to decode whole, its window ends there)
     Group("pages/depth.py", "depth.pos", 1, ("at", "1"), ("depth.contrib",), "depth.saliency",
-          ("depth.norms", "depth.lens", "depth.chart", "depth.twins", "depth.paths")),
+          ("depth.norms", "depth.chart", "depth.twins", "depth.paths")),
     Group("pages/depth.py", "depth.layers", 24, ("L", "24"), ("depth.chart", "depth.zoom"), "depth.mixing",
           ("depth.norms", "depth.twins", "depth.paths")),
     # Cost's setting feeds every section, but only their measured parts: d reruns those by key

@@ -23,9 +23,9 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core.analysis import cost as A
-from core.families import SIZE_PRESETS
+from core.families import SIZE_PRESETS, SizePreset
 from ui.cost import runs as R
-from ui.shell import precomputed
+from ui.shell import models, precomputed
 from ui.shell.export import chart_config
 from ui.shell.page import csv_download, number_table, rows_table, try_this
 from ui.shell.params import Choice, Params
@@ -68,9 +68,13 @@ def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
 
 
 def seed_url(sel: Selection) -> None:
-    """Read the page's URL parameters before the title, so what was wrong with them shows under it."""
+    """Read the page's URL parameters before the title, so what was wrong with them shows under it (the model
+    size may name the sidebar's checkpoint when it is one)."""
     for param in URL:
-        param.seed()
+        if param is URL.preset and sidebar_preset(sel) is not None:
+            param.seed(choices=(*SIZE_PRESETS, SIDEBAR_PRESET))
+        else:
+            param.seed()
 
 
 def controls(sel: Selection) -> A.Setting:
@@ -367,11 +371,27 @@ def memory_measured(device: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def presets_panel(s: A.Setting) -> None:
-    """Section 4: the same counts at the original Transformer's and BERT-base's sizes (b read from the session)."""
+SIDEBAR_PRESET = "sidebar"  # the model-size choice that stands for the sidebar's checkpoint
+
+
+def sidebar_preset(sel: Selection) -> Optional[SizePreset]:
+    """The sizes of the sidebar's model when it is a checkpoint from a folder (a real model's sizes belong
+    next to the famous ones); None for a bundled or trained toy model."""
+    if not models.is_text_model(sel.meta):
+        return None
+    cfg = sel.model.cfg
+    return SizePreset(f"{sel.model_id} (the sidebar's checkpoint)", sel.model_id, str(cfg.n_layers), cfg.d_model,
+                      cfg.n_heads, cfg.d_head, cfg.d_mlp)
+
+
+def presets_panel(s: A.Setting, sel: Optional[Selection] = None) -> None:
+    """Section 4: the same counts at the original Transformer's and BERT-base's sizes, and at the sidebar's
+    model's when it is a checkpoint from a folder (b read from the session)."""
+    own = sidebar_preset(sel) if sel is not None else None
     st.header("4. At the size of real models")
-    st.markdown("The same counts, computed (not measured) at the sizes of two famous models, for every attention "
-                "map of a forward pass.")
+    st.markdown("The same counts, computed (not measured) at the sizes of two famous models"
+                + (" and of the checkpoint in the sidebar" if own is not None else "")
+                + ", for every attention map of a forward pass.")
     with st.expander("Read more: what is counted, and the maths"):
         st.markdown(
             "The measured curves above stay on sizes this machine can run in seconds (n ≤ 2,048, d ≤ 512, one "
@@ -381,31 +401,39 @@ def presets_panel(s: A.Setting) -> None:
         )
         st.latex(r"\text{FLOPs: } 4 n^2 d \text{ vs } 4 n d^2")
         st.latex(r"\text{kept for training: } 4\,\text{bytes} \times h\, n^2 \times \text{maps}")
-    preset_counts()
+    preset_counts(own, sel.model.cfg.max_len if own is not None else 0)
 
 
 # local: the model size redraws only the picker, the counts, their chart, table and prompts
 @S.section("sweep.presets", reads=("b",))  # the chunked counts hold blocks of b
-def preset_counts() -> None:
+def preset_counts(own: Optional[SizePreset] = None, context: int = 0) -> None:
     """The model-size picker and everything that reads it: the size's numbers, the counted curves, the table,
     its download and the prompts quoting its numbers (the explanation above is drawn once). The chunked counts
-    hold blocks of the b the control holds now."""
-    name = URL.preset.widget(st.segmented_control, "model size", required=True,
-                             format_func=lambda key: SIZE_PRESETS[key].short)
-    p = SIZE_PRESETS[name]
-    rows = A.preset_rows(name, PRESET_NS, int(URL.b.now()))
+    hold blocks of the b the control holds now. `own`: the sidebar checkpoint's sizes (a choice of its own),
+    `context` its longest input."""
+    presets = dict(SIZE_PRESETS)
+    if own is not None:
+        presets[SIDEBAR_PRESET] = own
+    name = URL.preset.widget(st.segmented_control, "model size", required=True, choices=tuple(presets),
+                             format_func=lambda key: presets[key].short)
+    p = presets[name]
+    rows = A.preset_rows(p, PRESET_NS, int(URL.b.now()))
     m1, m2, m3 = st.columns(3)
     m1.metric("d_model, heads, layers", f"{p.d_model}, {p.n_heads}, {p.n_layers}")
     m2.metric("attention = RNN at n = d", f"{p.d_model:,}")
     at = next(r for r in rows if r["n"] == 8192)
     m3.metric("patterns at n = 8,192 (batch 1)", f"{at['patterns kept, MiB (all maps)'] / 1024:,.1f} GiB")
+    if name == SIDEBAR_PRESET and context:
+        st.caption(f"{own.short}'s context is {context:,} tokens, the longest input it was made for: the rows above "
+                   f"n = {context:,} count what its attention would cost at lengths it never read. Its heads have width "
+                   f"{p.d_head} and it keeps one pattern per query head, {p.n_heads} per layer.")
     st.plotly_chart(R.preset_figure(rows, title=f"{p.name}: counted, not measured"), key="cost.chart.preset",
                     config=chart_config("cost", None, f"preset-{name}"))
     number_table(rows, {"n": ("localized", 1), **{k: ("localized", 0.01) for k in rows[0] if k != "n"}},
                  width="stretch")
     download(rows, f"preset-{name}", "Download counts (CSV)")
     try_this(
-        "Find the n where attention's GFLOP pass the RNN's: exactly d_model (512 or 768).",
+        f"Find the n where attention's GFLOP pass the RNN's: exactly d_model ({p.d_model:,}).",
         f"At n = {rows[-1]['n']:,}, {p.name} would keep {rows[-1]['patterns kept, MiB (all maps)'] / 1024:,.0f} GiB "
         "of patterns for one example, against "
         f"{rows[-1]['chunked keeps, MiB (all maps)'] / 1024:,.1f} GiB chunked: this is why long-context models use chunked "

@@ -30,16 +30,41 @@ TWIN_SAMPLES = 64
 
 @memo(maxsize=64)
 def forward_data(cache_key: tuple, prefix: str) -> A.ForwardStream:
-    """The residual stream of one stack for the sidebar's input."""
+    """The residual stream of one stack for the sidebar's input (no logits: nothing here reads them, and a real
+    vocabulary's are the biggest part)."""
     model, ids, kwargs = model_inputs(cache_key)
-    return freeze(A.forward_stream(model, ids, prefix, **kwargs))
+    return freeze(A.forward_stream(model, ids, prefix, keep_logits=False, **kwargs))
+
+
+LENS_TOP = 5  # predictions per cell the logit lens keeps (for the hover): never a whole vocabulary
 
 
 @memo(maxsize=64)
-def lens_data(cache_key: tuple, prefix: str) -> np.ndarray:
-    """Logit-lens probabilities `[stage pos vocab]` of the output stack."""
+def lens_data(cache_key: tuple, prefix: str, targets: tuple | None = None, start: int = 0,
+              stop: int | None = None) -> A.LensTable:
+    """The logit lens of the output stack at positions start..stop-1, summarised state by state
+    (A.lens_summary): each cell's LENS_TOP likeliest tokens and their probabilities, and p(right answer) where
+    `targets` has one. Nothing vocabulary-sized is kept (GPT-2's 50,257 logits per cell would be 1.3 GB for 128
+    tokens and 25 states)."""
     model, _, _ = model_inputs(cache_key)
-    return freeze(A.logit_lens(model, forward_data(cache_key, prefix).resid, prefix))
+    resid = forward_data(cache_key, prefix).resid[:, start:stop]  # [stage pos d_model]
+    window = targets[start:stop] if targets is not None else None
+    return freeze(A.lens_summary(model, resid, prefix, window, top_k=LENS_TOP))
+
+
+@memo(maxsize=64)
+def lens_labels(cache_key: tuple, prefix: str, targets: tuple | None = None, start: int = 0,
+                stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(each cell's top prediction as a token label `[stage pos]`, its LENS_TOP likeliest tokens with their
+    probabilities as one hover line `[stage pos]`), from lens_data (object arrays of strings)."""
+    table = lens_data(cache_key, prefix, targets, start, stop)
+    vocab = models.task_of(cache_key[0], cache_key[1]).vocab
+    top = np.array(vocab.decode(table.top.ravel().tolist()), dtype=object).reshape(table.top.shape)
+    labels = np.array(vocab.decode(table.top_k.ravel().tolist()), dtype=object).reshape(table.top_k.shape)
+    hover = np.empty(table.top.shape, dtype=object)
+    for s, p in np.ndindex(*hover.shape):
+        hover[s, p] = " · ".join(f"{labels[s, p, i]} {table.p_top_k[s, p, i]:.2f}" for i in range(labels.shape[2]))
+    return freeze((top, hover))
 
 
 @memo(maxsize=64)

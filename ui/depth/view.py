@@ -140,7 +140,8 @@ def model_facts(sel: Selection) -> None:
     """The sidebar model's facts that the first heatmap depends on (its norm placement above all)."""
     cfg = sel.model.cfg
     st.caption(f"Sidebar model: **{sel.model_id}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
-               f"d_model {cfg.d_model} · LayerNorm **{cfg.norm}** · residual {'on' if cfg.residual else 'off'}.")
+               f"d_model {cfg.d_model} · {norm_name(cfg)} **{cfg.norm}** · "
+               f"residual {'on' if cfg.residual else 'off'}.")
 
 
 def stack_control(sel: Selection) -> None:
@@ -273,33 +274,113 @@ def contribution_chart(sel: Selection) -> None:
                                                 f"{f.tokens[pos_here]}  (‖x_L‖ = {final_norm:.2f})"),
                     key="depth.contrib", width="stretch",
                     config=chart_config("depth", sel.model_id, f"pieces-{f.stack}-position{pos_here}"))
+    if sel.model.cfg.pos in ("rope", "none"):
+        st.caption(f"This model adds no position vector to the stream (its scheme: {sel.model.cfg.pos}), so the "
+                   "'pos' piece is zero" + (": RoPE puts positions in by turning queries and keys inside attention."
+                                            if sel.model.cfg.pos == "rope" else "."))
+
+
+LENS_BUDGET = 1.6e10  # multiply-adds of unembedding the lens may spend on one input (GPT-2 small: 16 positions, ~2 s)
+LENS_MIN_POSITIONS = 8  # a window never narrower than this, however big the model
+
+
+def lens_window(sel: Selection, position: int, prefix: str = "") -> tuple[int, int]:
+    """(start, stop): the output positions the logit lens decodes. Every one, unless unembedding every state at
+    every position would cost more than LENS_BUDGET multiply-adds (a real vocabulary: GPT-2 small pays 25 x 50,257
+    x 768 per position); then a window of as many positions as the budget allows, ending at `position` (or
+    starting at 0)."""
+    n, cfg = len(sel.query_tokens), sel.model.cfg
+    stages = len(A.resid_names(sel.model, prefix))
+    width = max(LENS_MIN_POSITIONS, int(LENS_BUDGET // (stages * cfg.vocab_size * cfg.d_model)))
+    if width >= n:
+        return 0, n
+    stop = min(n, max(width, position + 1))
+    return stop - width, stop
 
 
 def lens_section(sel: Selection) -> None:
     """The logit lens: every state decoded as if the network ended there, and where the answer first appears.
-    It always reads the stack that predicts, at every position: none of the focus controls changes it."""
+    It reads the stack that predicts, at every position (a big model: a window of them around the chosen
+    position, `lens_window`)."""
     st.subheader("The logit lens: what the stream would predict if it stopped here")
     f = focus(sel)
-    out_stream = R.forward_data(sel.cache_key, f.out_prefix)
-    table = A.lens_table(R.lens_data(sel.cache_key, f.out_prefix), sel.targets)
-    top_tokens = np.array(sel.task.vocab.decode(table.top.ravel().tolist()), dtype=object).reshape(table.top.shape)
-    colour, colour_name = (table.p_right, "p(right answer)") if f.scored else (table.p_top, "p(top prediction)")
     st.markdown(
-        "Decode every state with the model's own final norm and unembedding, as if the network ended there. "
-        "Each cell shows the top prediction; its colour is the probability of the right answer (blank where the "
-        "position is not scored). Read a column upward to see at which sublayer the answer appears. "
+        f"Decode every state with the model's own {head_words(sel)}, as if the network ended there. "
+        + ("Each cell shows the top prediction; its colour is the probability of the right answer (blank where the "
+           "position is not scored). Read a column upward to see at which sublayer the answer appears. "
+           if f.scored else
+           "Each cell shows the top prediction and its colour that prediction's probability: this input has no "
+           "position with a right answer. ")
         + ("Post-LN states are normalised already, so the final norm is the identity here. "
-           if sel.model.cfg.norm == "post" else ""))
-    st.latex(r"p_l(\cdot \mid \text{position } t) = "
-             r"\operatorname{softmax}\big(W_U\, \mathrm{LN}_\text{final}(x_{l,t})\big)")
-    st.plotly_chart(R.lens_figure(colour, top_tokens, table.p_top, table.p_right, out_stream.labels, sel.query_tokens,
-                                  colour_name=colour_name,
-                                  title="Logit lens: top prediction per state (text) and p(right answer) (colour)"),
+           if sel.model.cfg.norm == "post" else "")
+        + f"Hover a cell for its {R.LENS_TOP} likeliest tokens.")
+    st.latex(lens_formula(sel))
+    lens_chart(sel)
+
+
+@S.section("focus.lens", reads=("at",))  # a big model's window follows the chosen position
+def lens_chart(sel: Selection) -> None:
+    """The lens table of the output stack (a window of positions for a big model, said under it) and where the
+    right answer first becomes the top prediction."""
+    f = focus(sel)
+    out_stream = R.forward_data(sel.cache_key, f.out_prefix)
+    start, stop = lens_window(sel, f.position, f.out_prefix)
+    targets = tuple(int(t) for t in sel.targets) if sel.targets is not None else None
+    table = R.lens_data(sel.cache_key, f.out_prefix, targets, start, stop)
+    top_tokens, alternatives = R.lens_labels(sel.cache_key, f.out_prefix, targets, start, stop)
+    colour, colour_name = (table.p_right, "p(right answer)") if f.scored else (table.p_top, "p(top prediction)")
+    window = "" if (start, stop) == (0, len(sel.query_tokens)) else f", positions {start}-{stop - 1}"
+    st.plotly_chart(R.lens_figure(colour, top_tokens, table.p_top, table.p_right, out_stream.labels,
+                                  sel.query_tokens[start:stop], colour_name=colour_name, alternatives=alternatives,
+                                  first_position=start,
+                                  title=f"Logit lens: top prediction per state (text) and {colour_name} (colour)"
+                                        + window),
                     key="depth.lens", width="stretch", config=chart_config("depth", sel.model_id, "logit-lens"))
-    counts = T.first_right_counts(table.top, sel.targets, f.scored, out_stream.labels) if f.scored else []
+    if window:
+        st.caption(f"Positions {start} to {stop - 1} of {len(sel.query_tokens)}: decoding every state at every "
+                   f"position would take {len(out_stream.labels)} unembeddings into {sel.model.cfg.vocab_size:,} "
+                   f"tokens per position, so the lens shows {stop - start} positions at a time, up to the chosen one (move "
+                   "**Position** to move the window).")
+    scored = [p - start for p in f.scored if start <= p < stop]
+    counts = (T.first_right_counts(table.top, list(sel.targets)[start:stop], scored, out_stream.labels)
+              if scored else [])
     if counts:
         st.caption("Where the right answer first becomes the top prediction (count of scored positions): "
                    + ", ".join(f"{label}: {c}" for label, c in counts) + ".")
+
+
+def norm_name(cfg) -> str:
+    """The model's kind of norm: LayerNorm, or RMSNorm (Llama family)."""
+    return "RMSNorm" if getattr(cfg, "norm_type", "layernorm") == "rmsnorm" else "LayerNorm"
+
+
+def head_words(sel: Selection) -> str:
+    """What turns a state into a prediction in this model, in words (its final norm, any masked-LM transform,
+    the unembedding and whether it is tied to the token embedding)."""
+    cfg = sel.model.cfg
+    parts = [f"final {norm_name(cfg)}" if cfg.norm != "post" else "final norm"]
+    if cfg.mlm_head:
+        parts.append(f"masked-LM head (a dense layer, {cfg.act}, {norm_name(cfg)}: the transform BERT was trained "
+                     "with before its unembedding)")
+    unembed = "unembedding"
+    if cfg.tie_embeddings:
+        unembed += " (tied: the token embedding W_E itself, transposed)"
+    if cfg.unembed_bias:
+        unembed += " with its bias"
+    return ", ".join(parts[:-1]) + (", " if len(parts) > 1 else "") + parts[-1] + " and " + unembed
+
+
+def lens_formula(sel: Selection) -> str:
+    """The lens as this model computes it: norm, masked-LM head, unembedding (tied or not), bias."""
+    cfg = sel.model.cfg
+    norm = r"\mathrm{RMSNorm}" if norm_name(cfg) == "RMSNorm" else r"\mathrm{LN}"
+    inner = rf"{norm}_\text{{final}}(x_{{l,t}})"
+    if cfg.mlm_head:
+        inner = rf"\mathrm{{MLM}}\big({inner}\big)"
+    weight = r"W_E^{\top}" if cfg.tie_embeddings else "W_U"
+    bias = " + b_U" if cfg.unembed_bias else ""
+    return (r"p_l(\cdot \mid \text{position } t) = "
+            rf"\operatorname{{softmax}}\big({weight}\, {inner}{bias}\big)")
 
 
 def forward_panel(sel: Selection) -> None:

@@ -21,11 +21,10 @@ from core import positional
 from core.analysis import positions as P
 from core.figures import positions as F
 from core.figures.heatmaps import attention_heatmap
-from core.tasks import get_task
+from core.text_task import TextTask
 from ui.shell import models, runs
 from ui.shell.figures import cached
 from ui.shell.memo import freeze, memo
-from ui.shell.sidebar import Selection
 
 ROPE_D_HEAD = 16  # the bundled models' head width: 8 rotated pairs
 ROPE_VECTOR_SEED = 7  # the page's one random query and key
@@ -47,11 +46,22 @@ def wavelengths(d: int, base: float) -> np.ndarray:
     return freeze(positional.wavelengths(d, base).numpy())
 
 
+LEARNED_ROWS = 256  # positions of a learned table drawn and put in its Gram matrix (GPT-2 small has 1,024)
+LEARNED_COLUMNS = 256  # dimensions of a learned table drawn (GPT-2 small has 768): 65,536 cells at most
+
+
 @memo(maxsize=16)
 def learned_table(model_id: str, device: str) -> np.ndarray:
     """The learned position table W_pos `[max_len d_model]` of a model built with pos='learned'."""
     model, _ = models.get_model(model_id, device)
     return freeze(model.stack.W_pos.weight.detach().float().cpu().numpy())
+
+
+@memo(maxsize=16)
+def learned_view(model_id: str, device: str) -> np.ndarray:
+    """What the page draws of a learned table: its first LEARNED_ROWS positions and LEARNED_COLUMNS
+    dimensions (all of a bundled model's), `[rows columns]`."""
+    return freeze(np.ascontiguousarray(learned_table(model_id, device)[:LEARNED_ROWS, :LEARNED_COLUMNS]))
 
 
 def _gram_panel(table: np.ndarray, closed_form: tuple | None) -> tuple[np.ndarray, dict, np.ndarray | None]:
@@ -69,8 +79,9 @@ def sinusoidal_gram(n: int, d: int, base: float) -> tuple[np.ndarray, dict, np.n
 
 @memo(maxsize=16)
 def learned_gram(model_id: str, device: str) -> tuple[np.ndarray, dict, None]:
-    """(Gram matrix, its diagonal profile, None: no closed form) of a model's learned position table."""
-    return _gram_panel(learned_table(model_id, device).astype(np.float64), None)
+    """(Gram matrix, its diagonal profile, None: no closed form) of a model's learned position table: its first
+    LEARNED_ROWS positions, every dimension."""
+    return _gram_panel(learned_table(model_id, device)[:LEARNED_ROWS].astype(np.float64), None)
 
 
 @memo(maxsize=64)
@@ -127,24 +138,51 @@ def rope_grid(size: int, base: float) -> np.ndarray:
 DECAY_DISTANCES = 256  # m - n = 0..255
 DECAY_PAIRS = 4096  # (q, k) pairs averaged at each distance
 DECAY_SAMPLES = 16  # task examples whose queries and keys stand for the model's
+DECAY_HEADS = 64  # self-attention heads kept for the model's curve (a Llama 1B has 512; a bundled model 4)
 
 
 @memo(maxsize=8)
 def model_qk(model_id: str, device: str) -> list:
-    """One (queries, keys) `[rows d_head]` pair per self-attention head of a model, before RoPE, from
-    DECAY_SAMPLES fresh examples of its task (P.model_qk_rows)."""
-    model, meta = models.get_model(model_id, device)
-    batch = get_task(meta["task"]).batch(DECAY_SAMPLES, model.cfg.arch, seed=2024)
+    """One (queries, keys) `[rows d_head]` pair per self-attention head of a model, before RoPE, in the "pairs"
+    layout (P.model_qk_rows), from DECAY_SAMPLES fresh examples of its task (a checkpoint's: its example
+    sentences, padding left out)."""
+    model, _ = models.get_model(model_id, device)
+    task = models.task_of(model_id, device)
+    batch = task.batch(DECAY_SAMPLES, model.cfg.arch, seed=2024)
+    keep = None
+    if isinstance(task, TextTask):
+        lengths = np.array([m["length"] for m in batch.meta])
+        keep = np.arange(batch.tokens.shape[1])[None, :] < lengths[:, None]  # [batch pos]: not the padding
     tgt = batch.tgt.to(model.device) if model.is_encoder_decoder else None
-    return freeze(P.model_qk_rows(model, batch.tokens.to(model.device), tgt))
+    heads = P.model_qk_rows(model, batch.tokens.to(model.device), tgt, keep=keep)
+    if len(heads) > DECAY_HEADS:  # a real model: DECAY_HEADS of them, spread evenly over its layers
+        heads = [heads[i] for i in np.linspace(0, len(heads) - 1, DECAY_HEADS).round().astype(int)]
+    return freeze(heads)
 
 
 @memo(maxsize=64)
 def decay(d_head: int, base: float, model_id: str | None, device: str) -> P.DecayCurves:
     """P.decay_curves over m - n = 0..DECAY_DISTANCES-1: the bound and random pairs at width d_head, and
-    (with a model id) the mean |q.k| of that model's own heads at their own width."""
+    (with a model id) the mean |q.k| of that model's own heads at their own width, turning the dimensions its
+    RoPE turns."""
     heads = model_qk(model_id, device) if model_id is not None else None
-    return freeze(P.decay_curves(np.arange(DECAY_DISTANCES), d_head, base, heads, count=DECAY_PAIRS))
+    rotary = models.get_model(model_id, device)[0].cfg.rope_dim if model_id is not None else None
+    return freeze(P.decay_curves(np.arange(DECAY_DISTANCES), d_head, base, heads, count=DECAY_PAIRS,
+                                 model_rotary=rotary))
+
+
+@memo(maxsize=16)
+def rope_check(cache_key: tuple, shift: int) -> P.RopeCheck:
+    """P.rope_check on the sidebar's input (a RoPE model): its own pairing against the other one."""
+    model, ids, _ = runs.model_inputs(cache_key)
+    return freeze(P.rope_check(model, ids, shift))
+
+
+@memo(maxsize=16)
+def model_wavelengths(model_id: str, device: str) -> np.ndarray:
+    """The wavelength 2 pi / theta_i of each pair a RoPE model turns (its own base and turned width)."""
+    cfg = models.get_model(model_id, device)[0].cfg
+    return freeze(positional.wavelengths(cfg.rope_dim, cfg.rope_base).numpy())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,8 +202,8 @@ def neighbour_attention(scheme: str, centre: int, window: int, d: int, base: flo
 @memo(maxsize=64)
 def order(model_id: str, device: str, a: tuple, b: tuple, scheme: str) -> tuple:
     """Equivariance check and answers for the pair (a, b) under one scheme (shared: never change them)."""
-    model, meta = models.get_model(model_id, device)
-    task = get_task(meta["task"])
+    model, _ = models.get_model(model_id, device)
+    task = models.task_of(model_id, device)
     vocab = task.vocab
     perm = P.matching_permutation(a, b)
     ids_a = torch.tensor([vocab.encode(list(a))], device=model.device)  # [1 pos]
@@ -185,17 +223,26 @@ def order_answers(model_id: str, device: str, a: tuple, b: tuple, schemes: tuple
     return pa.Table.from_pandas(pd.DataFrame(rows))
 
 
-def swap_run(sel: Selection, name: str, scheme: str) -> dict[str, np.ndarray]:
-    """Logits and one attention pattern of the sidebar's input with the model run under `scheme`
-    (ui.shell.runs' shared memo; a ValueError when the model cannot run with it)."""
-    return runs.run(sel, [name], pos=scheme)
+@memo(maxsize=64)
+def swap_view(cache_key: tuple, name: str, scheme: str) -> tuple[np.ndarray, np.ndarray]:
+    """(every head's pattern `[head q k]` at hook `name`, the top token at each output position `[pos]`) of the
+    sidebar's input with the model run under `scheme`: only what the swap panel draws, never the logits over a
+    whole vocabulary (a ValueError when the model cannot run with the scheme)."""
+    model, ids, kwargs = runs.model_inputs(cache_key)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(ids, [name], pos=scheme, **kwargs)
+    return freeze((cache[name][0].float().cpu().numpy(), logits[0].argmax(-1).cpu().numpy()))
+
+
+TEXT_SAMPLES = 16  # a checkpoint's swap is scored on this many example sentences (core.text_task.EXAMPLES)
 
 
 @memo(maxsize=64)
 def swap_accuracy(model_id: str, device: str, scheme: str, n: int) -> float:
-    """The model's task accuracy on n fresh samples under a positional scheme."""
-    model, meta = models.get_model(model_id, device)
-    return P.scheme_accuracy(model, get_task(meta["task"]), scheme, n_samples=n)
+    """The model's accuracy on n fresh samples of its task under a positional scheme (a checkpoint: its next-token
+    accuracy on n example sentences, or an encoder's on the words hidden behind [MASK])."""
+    model, _ = models.get_model(model_id, device)
+    return P.scheme_accuracy(model, models.task_of(model_id, device), scheme, n_samples=n)
 
 
 @memo(maxsize=8)
@@ -203,8 +250,8 @@ def curves(model_ids: tuple, device: str, lengths: tuple, n: int) -> dict:
     """{scheme: [{length, positions, accuracy, error}]} via core.train.evaluate, n samples a point."""
     out = {}
     for scheme, model_id in model_ids:
-        model, meta = models.get_model(model_id, device)
-        points = P.extrapolation_curve(model, get_task(meta["task"]), lengths, n_samples=n)
+        model, _ = models.get_model(model_id, device)
+        points = P.extrapolation_curve(model, models.task_of(model_id, device), lengths, n_samples=n)
         out[scheme] = [vars(p) for p in points]
     return out
 

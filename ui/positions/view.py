@@ -24,7 +24,7 @@ from core import positional
 from core.analysis import positions as P
 from core.figures import positions as F
 from core.model import Transformer
-from core.tasks import get_task
+from core.tasks import IGNORE, get_task
 from ui.shell import models, query
 from ui.positions import runs as R
 from ui.shell.export import chart_config
@@ -166,12 +166,27 @@ def table_now() -> Table:
 
 
 def learned_source(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
-    """(model id, its learned position table): the sidebar's model if it has one, else induction-learned."""
+    """(model id, what the page draws of its learned position table, R.learned_view): the sidebar's model if it
+    has one, else induction-learned."""
     own = sel.model.cfg.pos == "learned" and not sel.model.is_encoder_decoder
     learned_id = sel.model_id if own else INDUCTION_IDS["learned"]
     if own or learned_id in bundled_ids():
-        return learned_id, R.learned_table(learned_id, sel.device)
+        return learned_id, R.learned_view(learned_id, sel.device)
     return learned_id, None
+
+
+def learned_size(learned_id: str, device: str) -> tuple[int, int]:
+    """(positions, dimensions) of a model's whole learned table (the page may draw less of it)."""
+    return R.learned_table(learned_id, device).shape
+
+
+def learned_bound(learned_id: str, device: str, shown: tuple[int, ...]) -> str:
+    """'' when the whole table is drawn, else a sentence saying which part is (a checkpoint's table is big)."""
+    rows, columns = learned_size(learned_id, device)
+    if tuple(shown) == (rows, columns):
+        return ""
+    return (f" Drawn: its first {shown[0]:,} positions and {shown[1]:,} dimensions of {rows:,} x {columns:,} "
+            f"(a heatmap of every cell would be slow to send).")
 
 
 def encodings_panel(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
@@ -200,7 +215,7 @@ def encodings_panel(sel: Selection) -> tuple[str, Optional[np.ndarray]]:
         table_chart()
     learned_id, learned = learned_source(sel)
     with right:
-        learned_table_view(learned_id, learned)
+        learned_table_view(learned_id, learned, sel.device)
     wavelength_chart()
     try_this(
         "Set the base to 10: the slowest pair now repeats after about 60 positions, so with n = 256 rows far "
@@ -230,17 +245,19 @@ def wavelength_chart() -> None:
                     config=chart_config("positions", None, f"wavelengths-d{t.d}-b{t.base}"))
 
 
-def learned_table_view(learned_id: str, learned: Optional[np.ndarray]) -> None:
-    """The learned position table as a heatmap in its own colour range, or a note that none is installed."""
+def learned_table_view(learned_id: str, learned: Optional[np.ndarray], device: str = "cpu") -> None:
+    """The learned position table as a heatmap in its own colour range (a big one: its first positions and
+    dimensions, said under it), or a note that none is installed."""
     if learned is None:
         st.info("No model with a learned position table is installed (induction-learned is missing).")
         return
-    st.plotly_chart(R.encoding_figure(learned, f"Learned table, {learned.shape[0]} x {learned.shape[1]}",
-                                      zmax=None),
+    rows, columns = learned_size(learned_id, device)
+    st.plotly_chart(R.encoding_figure(learned, f"Learned table, {rows:,} x {columns:,}", zmax=None),
                     key="positions.fig_learned", config=chart_config("positions", learned_id, "learned-table"))
     st.caption(f"The position table of {learned_id}. Trained, not designed: whatever pattern it has was learned "
-               f"from the task, and there is no row at all for position {learned.shape[0]} or beyond. The colour "
-               f"range is this table's own largest value.")
+               f"from its training data, and there is no row at all for position {rows:,} or beyond, so the model "
+               f"cannot read a longer input. The colour range is this table's own largest value."
+               + learned_bound(learned_id, device, learned.shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,8 +292,10 @@ def relative_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
 def gram_panel(sel: Selection, learned_id: str, has_learned: bool) -> None:
     """The Gram matrix of the sinusoidal (or learned) table, and each diagonal against t − u."""
     t = table_now()
+    rows = learned_size(learned_id, sel.device)[0] if has_learned else 0
+    part = f" (its first {R.LEARNED_ROWS:,} of {rows:,} positions)" if rows > R.LEARNED_ROWS else ""
     labels = {"sinusoidal": f"the sinusoidal table above (n={t.n}, d={t.d})",
-              "learned": f"the learned table of {learned_id}"}
+              "learned": f"the learned table of {learned_id}{part}"}
     gram_of = URL.gram.widget(st.radio, "Gram matrix of", horizontal=True, format_func=labels.get,
                               choices=("sinusoidal", "learned") if has_learned else ("sinusoidal",))
     gram, profile, closed = (R.sinusoidal_gram(t.n, t.d, t.base) if gram_of == "sinusoidal"
@@ -335,8 +354,9 @@ def rope_now() -> Rope:
     return Rope(URL.rope_base.now(), URL.pair.now(), URL.m.now(), URL.n.now())
 
 
-def rope_panel() -> None:
-    """One query and one key turned pair by pair; then q·k under a common shift; then the decay bound."""
+def rope_panel(sel: Optional[Selection] = None) -> None:
+    """One query and one key turned pair by pair; then q·k under a common shift; the sidebar model's own RoPE
+    (when it has one); then the decay bound."""
     st.header("3. RoPE: turn q and k instead of adding a table")
     st.markdown(
         "Rotary embeddings leave the residual stream alone. Inside attention, each pair of a query's "
@@ -361,7 +381,76 @@ def rope_panel() -> None:
         "Set m = n: whatever the shift, q·k is the same number (the arrows keep their starting angle).",
         "Lower the RoPE base to 10: the slow pairs speed up and the stripes in the grid get narrower.",
     )
+    if sel is not None:
+        model_rope_panel(sel)
     decay_panel(st.session_state.get(DECAY_SOURCE) or decay_source(None))
+
+
+ROPE_SHIFT = 100  # the model's own q and k moved by this many positions in its shift check
+
+
+def model_rope_panel(sel: Selection) -> None:
+    """The sidebar model's own RoPE: which dimensions it turns together (its layout), its base and how many of a
+    head's dimensions it turns, each checked against its hooks on the sidebar's input; or, for a checkpoint
+    without RoPE, one sentence saying so."""
+    cfg = sel.model.cfg
+    if cfg.pos != "rope":
+        if models.is_text_model(sel.meta):
+            how = {"learned": "adds a learned position table to its embeddings (section 1 draws it)",
+                   "sinusoidal": "adds the sinusoidal table to its embeddings (section 1)",
+                   "none": "has no positional scheme at all"}[cfg.pos]
+            st.info(f"{sel.model_id} does not use RoPE: it {how}. The query and key above are the page's own "
+                    "example.")
+        return
+    if sel.model.is_encoder_decoder:
+        return
+    r, half, d_head, base = cfg.rope_dim, cfg.rope_dim // 2, cfg.d_head, cfg.rope_base
+    st.subheader(f"RoPE in {sel.model_id}: its pairs, its base, its turned dimensions")
+    halves = cfg.rope_layout == "halves"
+    pairing = (f"dimension **i with dimension i + {half}** (i = 0 .. {half - 1}: the \"halves\" layout of Hugging "
+               f"Face's Llama code, x·cos + rotate_half(x)·sin)" if halves else
+               f"dimension **2i with 2i + 1** (i = 0 .. {half - 1}: the \"pairs\" layout drawn above)")
+    turned = (f"all {d_head} dimensions of each head" if r == d_head else
+              f"only the first r = {r} of each head's {d_head} dimensions (partial rotary); the other {d_head - r} "
+              f"pass through unturned and add the same amount to q·k at every distance")
+    st.markdown(
+        f"{sel.model_id} turns its queries and keys with base b = **{base:,g}** (read from its config) and turns "
+        f"{turned}. It pairs {pairing}. Pair i turns by m·θ_i at position m, θ_i = b^(−2i/{r}), as above. "
+        + ("Only the pairing differs from the picture, so q·k still depends on m − n alone. The pairing is not a "
+           "detail, though: the model's W_Q and W_K were trained for it, and turning (2i, 2i + 1) instead would be "
+           "another function. " if halves else "")
+        + "Below, RoPE is written out pair by pair from this description and checked against what the model "
+          "itself turned on your text (every layer and head: `hook_q` before, `hook_rot_q` after, and the same for "
+          "the keys).")
+    a, b = ("x_i", f"x_{{i+{half}}}") if halves else ("x_{2i}", "x_{2i+1}")
+    st.latex(rf"\begin{{pmatrix}} {a}' \\ {b}' \end{{pmatrix}} = "
+             rf"\begin{{pmatrix}} \cos m\theta_i & -\sin m\theta_i \\ \sin m\theta_i & \cos m\theta_i \end{{pmatrix}}"
+             rf"\begin{{pmatrix}} {a} \\ {b} \end{{pmatrix}},\quad \theta_i = {base:g}^{{-2i/{r}}},\ "
+             rf"i = 0, \dots, {half - 1}")
+    check = R.rope_check(sel.cache_key, ROPE_SHIFT)
+    other = "pairs" if halves else "halves"
+    names = {"halves": f"(i, i + {half})", "pairs": "(2i, 2i + 1)"}
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"Its pairing {names[cfg.rope_layout]}: error", f"{check.error[cfg.rope_layout]:.1e}",
+              help="Largest |written-out RoPE − the model's hook_rot_q / hook_rot_k| over every layer, head and "
+                   "token, relative to the largest value: float32 rounding.")
+    c2.metric(f"The other pairing {names[other]}: error", f"{check.error[other]:.2f}",
+              help="The same comparison with the other pairing: not the model's rotation at all.")
+    m, n, shift = check.shift_at
+    c3.metric(f"q·k at ({m}, {n}) and at ({m + shift}, {n + shift})",
+              f"{check.shift[0]:.4f} / {check.shift[1]:.4f}",
+              help=f"Layer 0, head 0: the query of token {m} ({sel.tokens[m]}) and the key of token {n} "
+                   f"({sel.tokens[n]}), turned at their positions and again both moved by {shift}.")
+    dims = np.stack(P.rope_pair_dims(cfg.rope_layout, r), axis=1)  # [pair 2]
+    st.plotly_chart(R.wavelength_figure(R.model_wavelengths(sel.model_id, sel.device), cfg.max_len,
+                                        f"Wavelength of each of its {half} turned pairs (log scale), against its "
+                                        f"context", dims=dims, n_label="context"),
+                    key="positions.fig_model_rope", config=chart_config("positions", sel.model_id, "rope-wavelengths"))
+    slow = int((R.model_wavelengths(sel.model_id, sel.device) > cfg.max_len).sum())
+    st.caption(f"Hover a bar for the two dimensions the pair turns. {slow} of its {half} pairs turn less than once "
+               f"over its whole context of {cfg.max_len:,} tokens, so they can only tell near from far. RoPE is "
+               f"defined at every position, but {sel.model_id}'s context is {cfg.max_len:,} tokens, the longest input "
+               f"it was made for: beyond that its heads meet angles they never saw.")
 
 
 def decay_source(sel: Optional[Selection]) -> tuple[Optional[str], str, str]:
@@ -424,9 +513,10 @@ def decay_curves(source: tuple[Optional[str], str, str]) -> None:
                                    f"{model_id} q, k (its d = {model_width})",
                                    f"RoPE with b = {base:,}: mean |q·k| over {R.DECAY_PAIRS:,} pairs, and the bound"),
                     key="positions.fig_decay", config=chart_config("positions", model_id, f"rope-decay-d{d_head}-b{base}"))
-    st.caption(f"Queries and keys of a trained model: {why}, taken before RoPE turns them ({R.DECAY_SAMPLES} "
-               "fresh task examples, every self-attention head, a query paired only with keys of its own head), "
-               "then turned at this base. Each curve is divided by its own value at m − n = 0; hover for the raw mean.")
+    st.caption(f"Queries and keys of a trained model: {why}, taken before RoPE turns them "
+               f"({decay_inputs(model_id, device)}, a query paired only with keys of the key head it reads), then "
+               "turned at this base. Each curve is divided by its own value at m − n = 0; "
+               "hover for the raw mean." + own_base_note(model_id, device, float(base)))
     far = curves.distances >= len(curves.distances) // 2
     c1, c2, c3 = st.columns(3)
     far_from = int(curves.distances[far][0])
@@ -439,6 +529,35 @@ def decay_curves(source: tuple[Optional[str], str, str]) -> None:
         c3.metric("Model |q·k|, far", f"{model_rel[far].mean():.2f}",
                   help=f"Mean |q·k| of the model's queries and keys over the far half (m − n from {far_from} on), "
                        "relative to distance 0.")
+
+
+def decay_inputs(model_id: Optional[str], device: str) -> str:
+    """What the model's queries and keys in the decay chart were read from, in words."""
+    heads = "every self-attention head"
+    if model_id is not None:
+        cfg = models.get_model(model_id, device)[0].cfg
+        total = cfg.n_layers * cfg.n_heads * (2 if cfg.arch == "encoder-decoder" else 1)
+        if total > R.DECAY_HEADS:
+            heads = f"{R.DECAY_HEADS} of its {total:,} self-attention heads, spread evenly over its layers"
+    if model_id is not None and models.is_text_model(models.get_model(model_id, device)[1]):
+        return f"its tokens in {R.DECAY_SAMPLES} example sentences, padding left out, {heads}"
+    return f"{R.DECAY_SAMPLES} fresh task examples, {heads}"
+
+
+def own_base_note(model_id: Optional[str], device: str, base: float) -> str:
+    """A sentence on the model's own RoPE (base, pairing, turned width) when it differs from what the chart uses."""
+    if model_id is None:
+        return ""
+    cfg = models.get_model(model_id, device)[0].cfg
+    notes = []
+    if float(cfg.rope_base) != base:
+        notes.append(f"its own base is b = {cfg.rope_base:,g}, not the {base:,g} of the slider")
+    if cfg.rope_layout == "halves":
+        notes.append(f"its dimension i is paired with i + {cfg.rope_dim // 2}, as its RoPE pairs them")
+    if cfg.rope_dim != cfg.d_head:
+        notes.append(f"only its first {cfg.rope_dim} dimensions are turned, the rest add the same q·k at every "
+                     f"distance")
+    return f" For {model_id}: " + "; ".join(notes) + "." if notes else ""
 
 
 @S.section("encoding.rope_plane", reads=("rope_base", "pair", "m", "n"))
@@ -553,7 +672,7 @@ def encoding_sections(sel: Selection) -> None:
     with S.group():
         learned_id, learned = encodings_panel(sel)
         relative_panel(sel, learned_id, learned is not None)
-        rope_panel()
+        rope_panel(sel)
         neighbour_panel()
 
 
@@ -677,6 +796,9 @@ def swap_panel(sel: Selection) -> None:
         "lose their footing. Compare one head's pattern and the task accuracy before and after."
     )
     st.latex(r"\text{model}(x;\ \text{pos}=\text{trained}) \quad\text{vs}\quad \text{model}(x;\ \text{pos}=\text{other})")
+    note = context_note(sel)
+    if note:
+        st.info(note, icon=":material/straighten:")
     swap_draws(sel)
     if sel.model.is_encoder_decoder:
         st.caption("For this encoder-decoder the pattern shown is the encoder's self-attention; the accuracy "
@@ -721,26 +843,60 @@ def swap_patterns(sel: Selection, swap: str, layer: int, head: int) -> None:
     prefix = "encoder." if sel.model.is_encoder_decoder else ""
     name = f"{prefix}blocks.{layer}.attn.hook_pattern"
     try:
-        swap_runs = [(native, R.swap_run(sel, name, native)), (swap, R.swap_run(sel, name, swap))]
+        swap_runs = [(scheme, R.swap_view(sel.cache_key, name, scheme)) for scheme in (native, swap)]
     except ValueError as exc:
         st.error(f"This model cannot run with {swap!r}: {exc}")
         swap_runs = []
-    for i, (col, (scheme, run_out)) in enumerate(zip(st.columns(2), swap_runs)):
+    for i, (col, (scheme, (patterns, top))) in enumerate(zip(st.columns(2), swap_runs)):
         with col:
             st.markdown(f"**{'Trained' if i == 0 else 'Swapped'}: {SCHEME_TEXT[scheme]}** "
                         f"({prefix}layer {layer}, head {head})")
-            st.plotly_chart(R.attention_figure(run_out[name][0, head], sel.tokens, sel.tokens),
+            st.plotly_chart(R.attention_figure(patterns[head], sel.tokens, sel.tokens),
                             key=f"positions.fig_swap_{i}",
                             config=chart_config("positions", sel.model_id, f"{scheme}-positions-l{layer}h{head}"))
-            right_count, scored = P.scored_positions(sel.targets, run_out["logits"])
+            right_count, scored = scored_count(sel.targets, top)
             if scored:
-                st.caption(f"This input: {right_count} of {scored} scored positions right.")
+                what = "next tokens" if models.is_text_model(sel.meta) else "scored positions"
+                st.caption(f"This input: {right_count} of {scored} {what} right.")
+
+
+def scored_count(targets, top: np.ndarray) -> tuple[int, int]:
+    """(right, scored): how many of an input's scored positions the top tokens `[pos]` get right."""
+    if targets is None:
+        return 0, 0
+    scored = [p for p, t in enumerate(targets) if t != IGNORE and p < len(top)]
+    return sum(int(top[p]) == int(targets[p]) for p in scored), len(scored)
+
+
+def swap_samples(sel: Selection) -> int:
+    """How many examples the swap's accuracy is measured on: fresh task samples, or a checkpoint's example
+    sentences (each once)."""
+    return R.TEXT_SAMPLES if models.is_text_model(sel.meta) else EXT_SAMPLES
 
 
 def swap_accuracy(sel: Selection, scheme: str) -> float:
     """The model's accuracy on fresh examples under `scheme`, with a spinner while it is first computed."""
-    args = (sel.model_id, sel.device, scheme, EXT_SAMPLES)
-    return computed("Scoring on fresh task samples ...", R.swap_accuracy, *args)
+    args = (sel.model_id, sel.device, scheme, swap_samples(sel))
+    what = "the example sentences" if models.is_text_model(sel.meta) else "fresh task samples"
+    return computed(f"Scoring on {what} ...", R.swap_accuracy, *args)
+
+
+def swap_accuracy_text(sel: Selection) -> tuple[str, str]:
+    """(the accuracy chart's title, the sentence under the metric): what was scored, and how."""
+    n = swap_samples(sel)
+    if not models.is_text_model(sel.meta):
+        return (f"Accuracy on {n} fresh examples",
+                f"Scored with the task's own metric ({sel.task.metric} accuracy) on {n} examples the model never "
+                "saw, at its training length.")
+    length = sel.task.default_length
+    if sel.arch == "decoder":
+        return (f"Next-token accuracy on {n} example sentences",
+                f"Each of the app's {n} example sentences (its first {length} tokens) is read once; a position counts "
+                "as right when the model's top prediction is the text's next token.")
+    return (f"Masked-word accuracy on {n} example sentences",
+            f"In each of the app's {n} example sentences (its first {length} tokens) about "
+            f"{sel.task.MASK_SHARE:.0%} of the words are hidden behind [MASK]; a word counts as right when the model's "
+            "top prediction there is the hidden word.")
 
 
 def swap_accuracy_panel(sel: Selection, swap: str) -> None:
@@ -753,16 +909,33 @@ def swap_accuracy_panel(sel: Selection, swap: str) -> None:
     except ValueError as exc:
         st.warning(f"Could not score this model on fresh task examples: {exc}")
         return
+    title, how = swap_accuracy_text(sel)
     with acc_col:
         st.plotly_chart(R.accuracy_figure([f"trained: {native}", f"swapped: {swap}"], [acc_native, acc_swap],
-                                          [F.COLOURS[native], F.COLOURS[swap]],
-                                          f"Accuracy on {EXT_SAMPLES} fresh examples"),
+                                          [F.COLOURS[native], F.COLOURS[swap]], title),
                         key="positions.fig_swap_acc",
                         config=chart_config("positions", sel.model_id, f"accuracy-{native}-vs-{swap}"))
     with note_col:
         st.metric(f"Accuracy change with {swap}", f"{acc_swap:.0%}", delta=f"{acc_swap - acc_native:+.0%}")
-        st.caption(f"Scored with the task's own metric ({sel.task.metric} accuracy) on {EXT_SAMPLES} examples "
-                   "the model never saw, at its training length.")
+        st.caption(how)
+
+
+def context_note(sel: Selection) -> Optional[str]:
+    """For a checkpoint: how far its trained scheme reaches (a learned table has max_len rows and nothing
+    beyond; RoPE is defined everywhere but was trained up to the context). None for a bundled model."""
+    if not models.is_text_model(sel.meta):
+        return None
+    cfg, name = sel.model.cfg, sel.model_id
+    if cfg.pos == "learned":
+        return (f"{name}'s learned table has {cfg.max_len:,} rows, one per position it was trained on. It has "
+                f"nothing to add at position {cfg.max_len:,} or beyond, so the model cannot read a longer text (the "
+                "sidebar keeps at most that many tokens), and no swap gives it trained positions there: sinusoidal "
+                "and RoPE are defined at every position, but these weights never saw them.")
+    if cfg.pos == "rope":
+        return (f"RoPE is defined at every position, so {name} can run on any length, but it was trained on at most "
+                f"{cfg.max_len:,} tokens (its context): beyond that its heads meet angles they never saw. It has no "
+                "learned table to swap to.")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

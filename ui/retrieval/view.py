@@ -297,10 +297,21 @@ def lookup_sweep() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def sidebar_model_note(sel: Selection) -> None:
+    """For a checkpoint from a folder: one sentence on why panels 3 and 4 run the bundled recall models
+    rather than it (the rest of the page uses no model at all)."""
+    if models.is_text_model(sel.meta):
+        st.info(f"Panels 3 and 4 run the bundled recall models, not {sel.model_id}: they compare models trained "
+                "with the same recipe and one change (values tied to keys, a defence against large keys), and they "
+                "score each on a key-value recall task whose right answer is known, which free text does not have. "
+                "Panels 1, 2 and 5 use no model.", icon=":material/info:")
+
+
 def tied_panel(sel: Selection) -> None:
     """Panel 3: the tied and untied recall models. Only the span figure reads layer and head; the
     accuracies, the table over every head and the text around them sit outside the fragment."""
     st.header("3. Keys address, values carry content (V = K)")
+    sidebar_model_note(sel)
     st.markdown(
         "A key says *where* to look; a value says *what* to bring back. Two models were trained on the same "
         "key-value recall task with the same recipe: one with its own value projection $W_V$, one whose values "
