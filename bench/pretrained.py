@@ -90,12 +90,15 @@ def timed(fn) -> float:
     return statistics.median(times)
 
 
-def measure(impl: str, folder: Path, length: int) -> dict:
-    """Load the folder with `impl`, then time forward, patterns and cache-all at `length` tokens."""
+def measure(impl: str, folder: Path, length: int, device: str = "cpu", dtype: str = "float32") -> dict:
+    """Load the folder with `impl` onto `device` in `dtype`, then time forward, patterns and cache-all at
+    `length` tokens (on a GPU each call is synchronised before the clock stops)."""
     import torch
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    torch_dtype = getattr(torch, dtype)
     ids = torch.randint(0, GPT2_SMALL["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
+    ids = ids.to(device)
     sys.path.insert(0, str(ROOT))
     import transformers as hf  # imported before the clock starts: loading is what is timed, not imports
 
@@ -107,14 +110,15 @@ def measure(impl: str, folder: Path, length: int) -> dict:
     before = rss_mb()
     t0 = time.perf_counter()
     if impl == "glassbox":
-        model, _ = load_pretrained(folder)
+        model, _ = load_pretrained(folder, device=device, dtype=torch_dtype)
         load = time.perf_counter() - t0
         with torch.no_grad():
             ops = {"forward": lambda: model(ids),
                    "patterns": lambda: model.run_with_cache(ids, "blocks.*.attn.hook_pattern"),
                    "cache_all": lambda: model.run_with_cache(ids)}
     elif impl == "hf":
-        model = hf.GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+        model = hf.GPT2LMHeadModel.from_pretrained(folder, dtype=torch_dtype, attn_implementation="eager").eval()
+        model = model.to(device)
         load = time.perf_counter() - t0
         ops = {"forward": lambda: model(ids),
                "patterns": lambda: model(ids, output_attentions=True)}
@@ -127,22 +131,25 @@ def measure(impl: str, folder: Path, length: int) -> dict:
         model = tl.HookedTransformer(cfg, move_to_device=False)
         model.load_state_dict(convert_gpt2_weights(hf_model, cfg), strict=False)
         del hf_model
-        model.eval()
+        model = model.to(device=device, dtype=torch_dtype).eval()
         load = time.perf_counter() - t0
         ops = {"forward": lambda: model(ids),
                "patterns": lambda: model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_pattern")),
                "cache_all": lambda: model.run_with_cache(ids)}
     out = {"load": load, "load_growth_mb": peak_rss_mb() - before}  # what loading added at its peak
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     with torch.no_grad():
         for name, fn in ops.items():
-            out[name] = timed(fn)
+            out[name] = timed(lambda fn=fn: (fn(), sync()))
+    if device.startswith("cuda"):
+        out["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 
 
-def in_child(impl: str, folder: Path, length: int) -> dict:
+def in_child(impl: str, folder: Path, length: int, device: str, dtype: str) -> dict:
     """`measure` in a fresh Python process (its own peak memory, its own imports)."""
-    proc = subprocess.run([sys.executable, __file__, "--child", impl, str(folder), str(length)],
+    proc = subprocess.run([sys.executable, __file__, "--child", impl, str(folder), str(length), device, dtype],
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -169,11 +176,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds; medians over them (default 2)")
     ap.add_argument("--folder", type=Path, help="where the GPT-2-sized folder is (made there if missing)")
     ap.add_argument("--impls", default=",".join(IMPLS), help="which implementations (default glassbox,hf,tl)")
-    ap.add_argument("--child", nargs=3, metavar=("IMPL", "FOLDER", "LENGTH"), help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                    help="the weights' dtype in memory (half precision: on a GPU)")
+    ap.add_argument("--child", nargs=5, metavar=("IMPL", "FOLDER", "LENGTH", "DEVICE", "DTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        impl, folder, length = args.child
-        print(json.dumps(measure(impl, Path(folder), int(length))))
+        impl, folder, length, device, dtype = args.child
+        print(json.dumps(measure(impl, Path(folder), int(length), device, dtype)))
         return 0
     lengths = [int(x) for x in args.lengths.split(",")]
     impls = [i for i in args.impls.split(",") if i in IMPLS]
@@ -183,15 +193,16 @@ def main(argv=None) -> int:
     for r in range(args.rounds):
         for length in lengths:
             for impl in (impls if r % 2 == 0 else impls[::-1]):  # alternate the order round by round
-                results.setdefault((impl, length), []).append(in_child(impl, folder, length))
+                results.setdefault((impl, length), []).append(in_child(impl, folder, length, args.device, args.dtype))
                 print(f"round {r + 1}, {length} tokens, {impl}: {results[(impl, length)][-1]}", file=sys.stderr, flush=True)
 
     def median(impl, length, key):
         values = [m[key] for m in results.get((impl, length), []) if key in m]
         return statistics.median(values) if values else None
 
-    print(f"\n## A GPT-2-small-sized checkpoint ({weights_mb:.0f} MB of float32 weights), {os.cpu_count()} CPU "
-          f"threads, {args.rounds} interleaved rounds, medians ({time.strftime('%Y-%m-%d')})\n")
+    where = f"{os.environ.get('BENCH_THREADS', '2')} CPU threads" if args.device == "cpu" else args.device
+    print(f"\n## A GPT-2-small-sized checkpoint ({weights_mb:.0f} MB of float32 weights on disk), {where}, "
+          f"{args.dtype}, {args.rounds} interleaved rounds, medians ({time.strftime('%Y-%m-%d')})\n")
     print("| tokens | what | Glassbox | Hugging Face (eager) | TransformerLens 3.9 | Glassbox / HF | Glassbox / TL |")
     print("|---|---|---|---|---|---|---|")
     for length in lengths:
@@ -199,7 +210,10 @@ def main(argv=None) -> int:
             g, h, t = (median(i, length, op) for i in ("glassbox", "hf", "tl"))
             print(f"| {length} | {op.replace('_', ' ')} | {fmt(g)} | {fmt(h)} | {fmt(t)} | {ratio(g, h)} | {ratio(g, t)} |")
         mb = lambda v: "-" if v is None else f"{v:.0f} MB ({v / weights_mb:.2f}x the weights)"  # noqa: E731
-        for key, label in (("load_growth_mb", "memory added by loading (peak)"), ("peak_rss_mb", "peak RSS, whole run")):
+        for key, label in (("load_growth_mb", "memory added by loading (peak)"), ("peak_rss_mb", "peak RSS, whole run"),
+                           ("gpu_peak_mb", "GPU memory, peak")):
+            if all(median(i, length, key) is None for i in IMPLS):
+                continue
             g, h, t = (median(i, length, key) for i in ("glassbox", "hf", "tl"))
             print(f"| {length} | {label} | {mb(g)} | {mb(h)} | {mb(t)} | {ratio(g, h)} | {ratio(g, t)} |")
     errors = {f"{impl} at {length}": m["error"] for (impl, length), ms in results.items() for m in ms if "error" in m}
