@@ -236,6 +236,23 @@ def test_nan_weights(copy):
     refusal(folder, "transformer.h.1.mlp.c_fc.weight", "NaN")
 
 
+def test_big_matrices_read_in_blocks_give_the_same_model_and_still_catch_nan(saved, copy, monkeypatch):
+    """Matrices over CHUNK_BYTES are read a block of rows at a time (GPT-2's Conv1D ones transposed on the way):
+    the same weights as a whole read, and a NaN in a late block is still refused."""
+    whole, _ = load_pretrained(saved["gpt2"])
+    monkeypatch.setattr(pretrained, "CHUNK_BYTES", 256)  # every matrix of the tiny model now goes in blocks
+    blocks, _ = load_pretrained(saved["gpt2"])
+    for (name, a), (_, b) in zip(whole.state_dict().items(), blocks.state_dict().items()):
+        assert torch.equal(a, b), name
+    folder = copy("gpt2")
+
+    def poison(tensors):
+        tensors["transformer.h.1.mlp.c_fc.weight"][-1, -1] = float("nan")  # the last row: the last block
+
+    edit_tensors(folder, poison)
+    refusal(folder, "transformer.h.1.mlp.c_fc.weight", "NaN")
+
+
 def test_truncated_safetensors(copy):
     folder = copy("gpt2")
     path = folder / "model.safetensors"
