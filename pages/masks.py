@@ -10,7 +10,7 @@ from ui.masks import view as V
 from ui.shell.page import header
 from ui.shell.sidebar import shared_sidebar
 
-sel = shared_sidebar()
+sel, cut = V.editable(shared_sidebar())  # a checkpoint's text: its first tokens that the editor can draw
 V.seed_url(sel)  # read the URL first, so any problem with it is reported under the title
 header(
     "Masks",
@@ -21,7 +21,7 @@ header(
     r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\Big(\frac{QK^\top}{\sqrt{d}} + M\Big)V",
     lead="A mask decides which keys each query may read; a forbidden key gets exactly zero weight. Below: this model's mask, ready to edit.",
 )
-if V.mask_panel(sel):  # section 1; False for an input too long to draw every pair of
+if V.mask_panel(sel, cut):  # section 1; False for an input too long to draw every pair of
     V.model_sections(sel)  # sections 2-4: the pickers and the editor rerun only the parts that read them
 V.cost_panel(sel)
 V.legality_panel(sel.device)

@@ -523,8 +523,9 @@ def difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Optional[str]]
 # Export
 
 
-def export_csv(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str]) -> str:
-    """A `[layer head q k]` tensor as long-format CSV: one row per (layer, head, query, key)."""
+def export_csv(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], first_layer: int = 0) -> str:
+    """A `[layer head q k]` tensor as long-format CSV: one row per (layer, head, query, key). `first_layer` is
+    the model's number of the tensor's first layer (a slice of the layers keeps their own numbers)."""
     patterns = np.asarray(patterns)
     if patterns.ndim != 4 or patterns.shape[2:] != (len(q_tokens), len(k_tokens)):
         raise ValueError(f"need [layer head q k] with q={len(q_tokens)}, k={len(k_tokens)}, got {patterns.shape}")
@@ -532,7 +533,7 @@ def export_csv(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     layer, head, qi, ki = np.meshgrid(np.arange(n_l), np.arange(n_h), np.arange(n_q), np.arange(n_k),
                                       indexing="ij")  # each [layer head q k]
     table = pd.DataFrame({
-        "layer": layer.ravel(), "head": head.ravel(),
+        "layer": layer.ravel() + int(first_layer), "head": head.ravel(),
         "query_pos": qi.ravel(), "query_token": np.asarray(list(q_tokens), dtype=object)[qi.ravel()],
         "key_pos": ki.ravel(), "key_token": np.asarray(list(k_tokens), dtype=object)[ki.ravel()],
         "weight": patterns.astype(np.float64).ravel(),

@@ -270,6 +270,30 @@ def masked_patterns(model, ids: torch.Tensor, mask_arg=None,
             "pattern": per_layer("hook_pattern")}
 
 
+def fill_in(model, ids: torch.Tensor, mask_id: int, positions: Sequence[int], mask_arg=None,
+            chunk: int = 8) -> dict[str, np.ndarray]:
+    """An encoder's guesses for the words of a text, each hidden in turn: copy p of ``ids`` ``[1 pos]`` has
+    position p replaced by ``mask_id`` and is read at p, under the mask (None = default). Returns, per position
+    of ``positions``, the top guess ``top``, its probability ``p_top`` and the probability of the hidden token
+    ``p_right``. Copies run ``chunk`` at a time (a [copies pos vocab] logits tensor is the large part)."""
+    positions = [int(p) for p in positions]
+    row = ids[0]
+    top, p_top, p_right = [], [], []
+    with torch.no_grad():
+        for start in range(0, len(positions), chunk):
+            at = torch.tensor(positions[start:start + chunk], device=ids.device)  # [copies]
+            copies = row.repeat(len(at), 1)  # [copies pos]
+            copies[torch.arange(len(at)), at] = mask_id
+            logits = model(copies, **mask_kwargs(model, mask_arg))  # [copies pos vocab]
+            probs = logits[torch.arange(len(at)), at].float().softmax(-1)  # [copies vocab]
+            best = probs.max(-1)
+            top.append(best.indices.cpu())
+            p_top.append(best.values.cpu())
+            p_right.append(probs.gather(1, row[at][:, None]).squeeze(1).cpu())
+    cat = (lambda xs: torch.cat(xs).numpy()) if positions else (lambda xs: np.zeros(0))
+    return {"top": cat(top).astype(np.int64), "p_top": cat(p_top), "p_right": cat(p_right)}
+
+
 def length_for_width(task: Task, arch: str, width: int) -> Optional[int]:
     """The content length whose examples are exactly ``width`` positions wide on the masked side
     (the decoder input for encoder-decoder), or None if the task never makes that width."""

@@ -50,6 +50,9 @@ GRID_TICK_FONT = 10  # px: the grid's token labels
 GRID_LABEL_PX = 11  # room one such label needs along its axis (its line height; rotated -60°, about the same)
 GRID_HEADS_PX = 352  # the width the heads of one layer share at the narrowest the page is read (1024 x 768)
 GRID_GAP_PX = 14  # between two layers' rows: no labels or titles live there, only the selected head's frame
+GRID_ROW_PX = 190  # one layer's row, up to four heads (grid_row_px)
+GRID_ROW_MIN_PX = 72  # the shortest row: 128 tokens still show 3 query labels, 16 tokens 4
+GRID_TITLE_CHAR_PX = 8.5  # width of one character of a 14 px column title (generous)
 GRID_TOP_PX = 34  # above the first row: the column titles "head 0", "head 1", ...
 GRID_CHAR_PX = 6.2  # width of one character of a token label (generous), to size the margin under the grid
 NICE_STEPS = (1, 2, 5)  # label every 1, 2, 5, 10, 20, 50, ... tokens: positions a reader can count on
@@ -83,15 +86,28 @@ def _grid_bottom_px(labels: Sequence[str]) -> int:
     return int(12 + 0.87 * GRID_CHAR_PX * longest)
 
 
+def grid_row_px(n_heads: int) -> int:
+    """The height of one layer's row: 190 px up to four heads; with more heads each is narrower, so rows shrink
+    with them (a 12-head GPT-2 layer: 72 px) and a head stays a small square rather than a tall strip."""
+    return GRID_ROW_PX if n_heads <= 4 else max(GRID_ROW_MIN_PX, round(4 * GRID_ROW_PX / n_heads))
+
+
+def grid_column_title(head: int, n_heads: int) -> str:
+    """A column's title: "head h" while it fits one head's width at the narrowest window, else "H h" (a
+    12-head layer gives each head about 29 px there, too little for "head 11")."""
+    return f"head {head}" if len(f"head {n_heads - 1}") * GRID_TITLE_CHAR_PX <= GRID_HEADS_PX / n_heads else f"H{head}"
+
+
 def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str],
-                  selected: Optional[tuple[int, int]] = None, cell_px: int = 190) -> go.Figure:
+                  selected: Optional[tuple[int, int]] = None, cell_px: Optional[int] = None) -> go.Figure:
     """Every head of every layer `[layer head q k]` as a grid of small heatmaps on one 0..1 scale.
 
     Rows are layers, columns are heads, read like a table: each row is titled "layer l" on its left (the
     first column's y-axis title, centred on the row), each column "head h" above the first row. Every head
     shares the same tokens, so query labels sit on the first column only and key labels under the bottom
     row only: no label is drawn over a neighbouring heatmap at any width. Long inputs label every 2nd, 5th,
-    10th ... token (grid_tick_step). Each row is cell_px tall. The selected (layer, head) gets an orange
+    10th ... token (grid_tick_step). Each row is cell_px tall (default: grid_row_px, shorter for many heads, whose
+    columns are titled "H h" when "head h" would not fit: grid_column_title). The selected (layer, head) gets an orange
     frame. Above `EXACT_CELLS` cells in all, weights ship as uint8 percentages to keep the payload small.
     The subplot layout is written out directly (one Figure construction, no make_subplots), which is
     several times faster to build.
@@ -102,12 +118,13 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
     n_l, n_h, n_q, n_k = patterns.shape
     if (len(q_tokens), len(k_tokens)) != (n_q, n_k):
         raise ValueError(f"{len(q_tokens)} query and {len(k_tokens)} key labels for {n_q}x{n_k} patterns")
+    cell_px = grid_row_px(n_h) if cell_px is None else cell_px
     quantise = patterns.size > EXACT_CELLS
     y, x = unique_labels(q_tokens), unique_labels(k_tokens)
     bottom = _grid_bottom_px(x[::grid_tick_step(n_k, GRID_HEADS_PX / n_h)])
     rows_px = cell_px * n_l + GRID_GAP_PX * (n_l - 1)  # the plotting area's height
     height = GRID_TOP_PX + rows_px + bottom
-    gap_x = min(0.04, 0.6 / n_h)
+    gap_x = min(0.04, 0.24 / n_h)  # 4 heads: 4% of the width between two; 12 heads: 2%, or the gaps took 44%
     gap_y = GRID_GAP_PX / rows_px
     w = (1 - gap_x * (n_h - 1)) / n_h
     h = cell_px / rows_px
@@ -134,7 +151,7 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
             if head == 0:  # the row's title, centred on the row, left of its query labels
                 layout[f"yaxis{ax}"]["title"] = dict(text=f"layer {layer}", font=dict(size=14), standoff=6)
             if layer == 0:
-                notes.append(dict(text=f"head {head}", x=x0 + w / 2, y=1, xref="paper", yref="paper",
+                notes.append(dict(text=grid_column_title(head, n_h), x=x0 + w / 2, y=1, xref="paper", yref="paper",
                                   xanchor="center", yanchor="bottom", yshift=6, showarrow=False, font=dict(size=14)))
     shapes = []
     if selected is not None and 0 <= selected[0] < n_l and 0 <= selected[1] < n_h:
@@ -420,6 +437,34 @@ def head_spread_bars(dot_std: np.ndarray, d_head: int, q_std: np.ndarray, k_std:
                                     showarrow=False, xanchor="left", yanchor="bottom", yshift=2, font=dict(size=13),
                                     bgcolor="white", bordercolor="#222222", borderwidth=1)],
                   legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return go.Figure(data=data, layout=layout)
+
+
+SPREAD_BARS_MAX = 48  # heads drawn as bars; more (GPT-2 small: 144) are a layer x head table (head_spread_table)
+
+
+def head_spread_table(dot_std: np.ndarray, d_head: int, q_std: np.ndarray, k_std: np.ndarray) -> go.Figure:
+    """head_spread_bars for many heads: the spread of raw q.k as a layer x head table (each value in its cell),
+    coloured by its ratio to sqrt(d_head) on a diverging scale (white = sqrt(d_head), the random-vector spread).
+    144 bars left each about 5 px and their labels unreadable."""
+    dot_std = np.asarray(dot_std, dtype=np.float64)
+    n_l, n_h = dot_std.shape
+    ref = float(np.sqrt(d_head))
+    ratio = np.log2(np.maximum(dot_std, 1e-12) / ref)  # 0 = sqrt(d_head); +1 = twice it
+    top = float(np.clip(np.abs(ratio).max(), 1.0, 3.0))  # colours saturate at 8 times (or an eighth of) sqrt(d_head)
+    ratio = np.clip(ratio, -top, top)
+    custom = np.stack([dot_std, np.asarray(q_std, dtype=np.float64), np.asarray(k_std, dtype=np.float64)], axis=-1)
+    data = [dict(type="heatmap", z=ratio, x=[f"H{h}" for h in range(n_h)], y=[f"L{layer}" for layer in range(n_l)],
+                 zmin=-top, zmax=top, zmid=0, colorscale=DIFF_SCALE, reversescale=True, customdata=custom,
+                 text=np.vectorize(lambda v: f"{v:.1f}")(dot_std), texttemplate="%{text}", textfont=dict(size=11),
+                 colorbar=dict(title=dict(text="× √d_head"), tickvals=[-top, 0, top],
+                               ticktext=[f"÷{2 ** top:.3g}", "1", f"×{2 ** top:.3g}"]),
+                 hovertemplate="%{y} %{x}<br>std of q·k %{customdata[0]:.3f}<br>std of q entries %{customdata[1]:.3f}"
+                               "<br>std of k entries %{customdata[2]:.3f}<extra></extra>")]
+    layout = dict(height=max(300, 110 + 30 * n_l), margin=dict(l=10, r=10, t=10, b=10), font=FONT,
+                  xaxis=dict(title=dict(text=f"head (white: spread √d_head = √{d_head} = {ref:.2f})"), side="top",
+                             type="category"),
+                  yaxis=dict(title=dict(text="layer"), autorange="reversed", type="category"))
     return go.Figure(data=data, layout=layout)
 
 

@@ -207,9 +207,12 @@ def qk_scatter(q2: np.ndarray, k2: np.ndarray, q_tokens: Sequence[str], k_tokens
 
 
 def role_tables(scores: Mapping[str, np.ndarray], chance: Mapping[str, float], title: str = "") -> go.Figure:
-    """One layer x head table per role (two per row), on a shared 0..1 scale, each score in its cell."""
+    """One layer x head table per role (two per row; one per row for more than 6 heads, whose cells would be too
+    narrow for their numbers side by side), on a shared 0..1 scale, each score in its cell."""
     roles = list(scores)
-    n_cols = 2
+    n_l0, n_h0 = np.asarray(next(iter(scores.values()))).shape
+    wide = n_h0 > 6  # a GPT-2's 12 heads
+    n_cols = 1 if wide else 2
     n_rows = (len(roles) + n_cols - 1) // n_cols
     subtitles = []
     for r in roles:
@@ -217,7 +220,7 @@ def role_tables(scores: Mapping[str, np.ndarray], chance: Mapping[str, float], t
         subtitles.append(f"<b>{r}</b>" + (" (not measured)" if np.isnan(np.asarray(scores[r])).all()
                                           else "" if np.isnan(c) else f"  (even spread: {c:.2f})"))
     fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=subtitles, horizontal_spacing=0.1,
-                        vertical_spacing=0.22 if n_rows > 1 else 0.1)
+                        vertical_spacing=(0.3 / n_rows if wide else 0.22) if n_rows > 1 else 0.1)
     for i, r in enumerate(roles):
         row, col = i // n_cols + 1, i % n_cols + 1
         z = np.asarray(scores[r], dtype=np.float64)  # [layer head]
@@ -227,11 +230,11 @@ def role_tables(scores: Mapping[str, np.ndarray], chance: Mapping[str, float], t
         fig.add_trace(go.Heatmap(
             z=np.zeros_like(z) if missing else z, x=[f"H{h}" for h in range(n_h)], y=[f"L{l}" for l in range(n_l)],
             zmin=0, zmax=1, colorscale=ATTENTION_SCALE, showscale=i == 0, colorbar=dict(title="score"),
-            text=text, texttemplate="%{text}", textfont=dict(size=15), opacity=0.25 if missing else 1.0,
+            text=text, texttemplate="%{text}", textfont=dict(size=12 if wide else 15), opacity=0.25 if missing else 1.0,
             hovertemplate=f"{r}<br>%{{y}} %{{x}}: %{{text}}<extra></extra>"), row=row, col=col)
         fig.update_yaxes(autorange="reversed", row=row, col=col)
     n_l = np.asarray(next(iter(scores.values()))).shape[0]
-    fig = _layout(fig, title, height=n_rows * (110 + 48 * n_l))
+    fig = _layout(fig, title, height=n_rows * (110 + (30 if n_l > 6 else 48) * n_l))
     fig.update_layout(margin=dict(l=10, r=10, t=40, b=10))
     return fig
 

@@ -20,12 +20,14 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis import attention as A
+from core.figures.attention import SPREAD_BARS_MAX
 from core.figures.heatmaps import EXACT_CELLS
 from ui.attention.runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
                                grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
-                               spread_figure, steps_figure, sweep)
+                               spread_figure, spread_table_figure, steps_figure, sweep)
 from ui.shell.export import chart_config, file_stem
 from ui.shell.kinds import KIND_HELP, short_kind
+from ui.shell.models import is_text_model
 from ui.shell.page import csv_download, lead, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.shell.sections import Sections
@@ -34,6 +36,7 @@ from ui.shell.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text
 TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 STEPS_HEAD, STEPS_TOY = "head", "toy"
 CMP_HEADS, CMP_INPUTS = "heads", "inputs"
+EXPORT_CSV_ROWS = 200_000  # a CSV of more rows is cut to the open layer (12 heads x 128 x 128 tokens fit: 196,608)
 SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would not fit a projector line)
 # The views: URL value -> label. Only the open view is drawn, so a rerun pays for one view.
 VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
@@ -259,6 +262,11 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
     steps, checks = A.head_steps(cache, cfg, kind, layer, head, qpos, [f"{j}:{t}" for j, t in enumerate(k_tokens)],
                                  f"{qpos}:{q_tokens[qpos]}", temperature)
     rope = cfg.pos == "rope" and kind.module == "attn"
+    if cfg.kv_heads < cfg.n_heads:
+        group = cfg.n_heads // cfg.kv_heads
+        st.caption(f"This model shares its keys and values (grouped-query attention): {cfg.n_heads} query heads read "
+                   f"{cfg.kv_heads} key/value heads, {group} each. Head {head} reads key/value head {head // group}, "
+                   f"as heads {head // group * group} to {head // group * group + group - 1} do.")
     st.markdown(f"**1. The query.** Token {qpos}:`{q_tokens[qpos]}` is projected to a query vector with "
                 f"d_head = {cfg.d_head} numbers" + (" (after the RoPE rotation)" if rope else "") +
                 (", scaled to length 1 (this model uses cosine scores)" if cfg.score == "cosine" else "") + ":")
@@ -487,7 +495,10 @@ def temperature_predictions(sel: Selection) -> bool:
     before_rows = A.predictions(base_logits, sel.targets)
     after_rows = A.predictions(logits, sel.targets)
     if not before_rows:
-        st.info("This input has no scored positions, so there is no right answer to compare with.")
+        if not is_text_model(sel.meta):
+            st.info("This input has no scored positions, so there is no right answer to compare with.")
+            return False
+        top_guesses(sel, base_logits, logits, temperature)
         return False
     vocab = sel.task.vocab
     acc_b, acc_a = A.accuracy(before_rows), A.accuracy(after_rows)
@@ -510,6 +521,36 @@ def temperature_predictions(sel: Selection) -> bool:
     csv_download(table, file_stem("attention", sel.model_id, f"predictions-T{temperature:g}") + ".csv",
                  "attention.temp_csv")
     return True
+
+
+def top_guesses(sel: Selection, base_logits: np.ndarray, logits: np.ndarray, temperature: float) -> None:
+    """An encoder checkpoint's text has no right answers (an encoder is scored on words hidden behind [MASK],
+    and nobody hid any): its top guess at every position at T = 1 and at T, and how many of them T changed."""
+    vocab = sel.task.vocab
+    before, after = _softmax(base_logits[0]), _softmax(logits[0])  # [pos vocab]
+    top_b, top_a = before.argmax(-1), after.argmax(-1)  # [pos]
+    changed = int((top_b != top_a).sum())
+    st.metric(f"guesses changed at T = {temperature:g}", f"{changed} / {len(top_b)}",
+              help="Positions whose top guess differs from the one at T = 1.")
+    rows = [{"reads (position: token)": f"{p}: {tok}",
+             "guess, T = 1": vocab.decode([int(b)])[0], "p, T = 1": f"{before[p, b]:.3f}",
+             f"guess, T = {temperature:g}": vocab.decode([int(a)])[0] + ("" if a == b else "  (changed)"),
+             f"p, T = {temperature:g}": f"{after[p, a]:.3f}"}
+            for p, (tok, b, a) in enumerate(zip(sel.query_tokens, top_b, top_a))]
+    table = pd.DataFrame(rows)
+    st.table(table.set_index("reads (position: token)"))
+    csv_download(table, file_stem("attention", sel.model_id, f"guesses-T{temperature:g}") + ".csv",
+                 "attention.temp_csv")
+    st.caption("An encoder is scored on words hidden behind [MASK], and your text hides none, so there is no right "
+               "answer here: these are the model's top guesses for every position (for a word it can see, usually "
+               "that word). p is the probability of the guess.")
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, in float64, shifted so nothing overflows."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 def scale_controls() -> tuple[int, int, bool, int]:
@@ -601,15 +642,20 @@ def scale_model_spread(sel: Selection) -> None:
     cfg = sel.model.cfg
     kind = picked(sel).kind
     spread = run_spread(sel, kind)
+    bars = spread.dot_std.size <= SPREAD_BARS_MAX
+    reference = (f"The dotted line is √d_head = √{cfg.d_head}" if bars else
+                 f"Each cell holds one head's spread; a white cell is √d_head = √{cfg.d_head} (red: wider, blue: "
+                 f"narrower; {spread.dot_std.size} heads are too many for readable bars)")
     st.markdown(f"**The model in the sidebar.** For every head of its {kind.label.lower()}, the spread of the raw "
                 f"scores q·k over the {spread.pairs} (query, key) pairs of the sidebar's input that a query may "
                 f"see, read from the hooks `hook_q` and `hook_k`"
                 + (" (after the RoPE rotation: `hook_rot_q`, `hook_rot_k`)" if cfg.pos == "rope"
                    and kind.module == "attn" else "")
-                + f". The dotted line is √d_head = √{cfg.d_head}: the spread random unit-variance vectors would "
+                + f". {reference}: the spread random unit-variance vectors would "
                   f"give. A trained head is not random: it learns how large its queries and keys are, and so how "
                   f"sharp it wants to be.")
-    st.plotly_chart(spread_figure(spread.dot_std, spread.d_head, spread.q_std, spread.k_std),
+    figure = spread_figure if bars else spread_table_figure
+    st.plotly_chart(figure(spread.dot_std, spread.d_head, spread.q_std, spread.k_std),
                     key="attention.fig_scale_model",
                     config=chart_config("attention", sel.model_id, f"scale-spread-{kind.key}"))
     how = {"scaled_dot": f"divides q·k by √{cfg.d_head} = {np.sqrt(cfg.d_head):.2f} before softmax",
@@ -617,7 +663,8 @@ def scale_model_spread(sel: Selection) -> None:
            "cosine": f"scores with cosine similarity times {cfg.cosine_scale:g}, so the raw q·k above is not what "
                      f"it feeds to softmax"}.get(cfg.score, f"uses '{cfg.score}' scores")
     note = " With one (query, key) pair there is no spread to measure." if spread.pairs < 2 else ""
-    st.caption(f"This model {how}. Hover a bar for the spread of the query and key entries themselves.{note}")
+    st.caption(f"This model {how}. Hover a {'bar' if bars else 'cell'} for the spread of the query and key entries "
+               f"themselves.{note}")
 
 
 def scale_panel(sel: Selection) -> None:
@@ -714,8 +761,10 @@ def compare_pair(sel: Selection):
         b, b_q, b_k = pat_all[layer_b, head_b], q_tokens, k_tokens
         b_title = f"B: layer {layer_b}, head {head_b}"
     else:
+        how = (f"Any text: the model's own tokenizer splits it; its first {MAX_INPUT_TOKENS} tokens are used."
+               if is_text_model(sel.meta) else f"Tokens separated by spaces, at most {MAX_INPUT_TOKENS}.")
         text = URL.input2.widget(st.text_input, "Input B (same model, same head)", default=input_b_default(sel),
-                                 help=f"Tokens separated by spaces, at most {MAX_INPUT_TOKENS}.")
+                                 help=how)
         URL.clear("layer2", "head2")
         sel_b, problem = selection_for(sel, text, "input B")
         if problem:
@@ -752,13 +801,16 @@ def export_panel(sel: Selection):
                "model, kind and temperature (no pickle needed).")
 
 
-@S.section("export.files", reads=("kind", "temp"), view=VIEW_EXPORT)
+@S.section("export.files", reads=("kind", "layer", "temp"), view=VIEW_EXPORT)
 def export_files(sel: Selection) -> None:
-    """The tensor's shape, kind and temperature, and the two downloads of it."""
+    """The tensor's shape, kind and temperature, and the two downloads of it (the CSV of the open layer alone when
+    every layer's would pass EXPORT_CSV_ROWS rows)."""
     v = picked(sel)
     kind, q_tokens, k_tokens, temperature = v.kind, v.q_tokens, v.k_tokens, v.temperature
     patterns = run_patterns(sel, kind, temperature)[0]
     n_l, n_h, n_q, n_k = patterns.shape
+    whole = patterns.size <= EXPORT_CSV_ROWS
+    csv_layers = patterns if whole else patterns[v.layer:v.layer + 1]  # [layer head q k]
     st.markdown(f"The current view's attention tensor has shape **[layer, head, query, key] = "
                 f"[{n_l}, {n_h}, {n_q}, {n_k}]** ({kind.label}, T = {temperature:g}). For pictures: every chart "
                 f"in the other views saves as a PNG (the camera in its toolbar: hover over the chart) or as an SVG "
@@ -766,10 +818,15 @@ def export_files(sel: Selection) -> None:
     stem = f"attention_{sel.model_id.replace(':', '-')}_{kind.key}_T{temperature:g}"
     meta = dict(model=sel.model_id, kind=kind.label, temperature=f"{temperature:g}", axes="layer head query key")
     c1, c2 = st.columns(2)
-    c1.download_button("Download CSV",
-                       partial(A.export_csv, patterns, q_tokens, k_tokens), file_name=f"{stem}.csv",
+    c1.download_button("Download CSV" if whole else f"Download CSV (layer {v.layer})",
+                       partial(A.export_csv, csv_layers, q_tokens, k_tokens, 0 if whole else v.layer),
+                       file_name=f"{stem}.csv" if whole else f"{stem}_layer{v.layer}.csv",
                        mime="text/csv", icon=":material/table:", key="attention.csv", on_click="ignore",
                        help="One row per (layer, head, query, key) with both tokens and the weight.")
+    if not whole:
+        st.caption(f"Every layer as CSV would be {patterns.size:,} rows (one per layer, head, query and key); the CSV "
+                   f"holds the open layer's {csv_layers.size:,} (pick another with the Layer buttons above), and the "
+                   f".npz every layer.")
     c2.download_button("Download .npz",
                        partial(A.export_npz, patterns, q_tokens, k_tokens, **meta), file_name=f"{stem}.npz",
                        mime="application/octet-stream", icon=":material/download:", key="attention.npz",

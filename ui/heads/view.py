@@ -34,11 +34,13 @@ from ui.shell.export import chart_config
 from ui.shell.figures import cached
 from ui.heads.runs import ABLATION_EXAMPLES, MI_COMPONENTS
 from ui.shell.kinds import KIND_HELP, short_kind
-from ui.shell.page import computed, lead, pick_index, rows_table, try_this
+from ui.shell.models import is_text_model
+from ui.shell.page import computed, lead, needs_toy_task, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Int, Multi, Params
 from ui.shell.runs import run
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
+from ui.shell.text import literal
 
 VIEW_SUB, VIEW_CIRC, VIEW_PCA, VIEW_ROLES, VIEW_ABL, VIEW_TOY, VIEW_ORTH = (
     "subspaces", "circuits", "qk", "roles", "ablation", "toy", "orthogonal")
@@ -338,6 +340,9 @@ def circuit_tables(sel: Selection) -> None:
     (or why an encoder head of an encoder-decoder has none)."""
     cfg = sel.model.cfg
     kind, layer, head = picked(sel)
+    if is_text_model(sel.meta):
+        text_circuit_tables(sel, kind, layer, head)
+        return
     n_q = cfg.source_vocab_size if kind.queries == "source" else cfg.vocab_size
     n_k = cfg.source_vocab_size if kind.keys == "source" else cfg.vocab_size
     q_labels, k_labels = vocab_labels(sel.task, n_q), vocab_labels(sel.task, n_k)
@@ -385,6 +390,83 @@ def circuit_tables(sel: Selection) -> None:
             st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in ov.top_pairs(6)))
 
 
+def quoted(token: str) -> str:
+    """A token of a checkpoint's text in Markdown, in quotes and shown exactly as it reads (ui.shell.text.literal):
+    a student's text may hold backticks, stars or links."""
+    return f"“{literal(token)}”"
+
+
+def circuit_tokens(sel: Selection) -> tuple[tuple, tuple]:
+    """(ids, labels) of the distinct tokens of the sidebar's text in reading order, at most R.CIRCUIT_TOKENS: the
+    rows and columns of a checkpoint's circuit tables. A label two ids share gets its id added (plotly merges
+    equal category labels)."""
+    ids = list(dict.fromkeys(int(i) for i in sel.ids[0].tolist()))[:R.CIRCUIT_TOKENS]
+    labels = sel.task.vocab.decode(ids)
+    seen = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return tuple(ids), tuple(f"{t} (id {i})" if seen[t] > 1 else t for i, t in zip(ids, labels))
+
+
+def text_circuit_tables(sel: Selection, kind: AttentionKind, layer: int, head: int) -> None:
+    """A checkpoint's QK and OV tables on the distinct tokens of the sidebar's text (a vocabulary of tens of
+    thousands is never drawn whole), with the whole tables' singular values and each token's strongest outputs
+    over the whole vocabulary."""
+    cfg = sel.model.cfg
+    ids, labels = circuit_tokens(sel)
+    distinct = len(dict.fromkeys(sel.ids[0].tolist()))
+    qk, ov = computed("Reading the head's circuits from its weights ...", R.text_circuits, sel.model_id, sel.device,
+                      kind.key, layer, head, ids, labels)
+    cut = f" (the first {len(ids)} of its {distinct})" if distinct > len(ids) else ""
+    st.caption(f"This model's vocabulary has {cfg.vocab_size:,} tokens, so each table below keeps only the "
+               f"{len(ids)} distinct tokens of your text{cut} as its rows and columns. Type other text in the sidebar "
+               f"to read other tokens. The singular values are those of the whole {cfg.vocab_size:,} × "
+               f"{cfg.vocab_size:,} table, computed from its two thin factors without building it.")
+    st.markdown(f"**QK: where L{layer} H{head} looks.** Row = the query token, column = the key token; blue = a "
+                f"high score (attend more), red = a low one.")
+    st.plotly_chart(circuit_fig(qk.table, qk.rows, qk.cols, "query token", "key token", value_name="score"),
+                    key="heads.fig_qk", config=chart_config("heads", sel.model_id, f"qk-{kind.key}-l{layer}h{head}"))
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Singular values of the whole table**")
+        st.plotly_chart(sv_fig(qk.singular_values, cfg.d_head), key="heads.fig_qk_sv",
+                        config=chart_config("heads", sel.model_id, f"qk-singular-values-{kind.key}-l{layer}h{head}"))
+    with right:
+        st.markdown("**Strongest pairs** among your tokens (query → key)")
+        st.markdown("\n".join(f"- {quoted(a)} → {quoted(b)}: {v:.2f}" for a, b, v in qk.top_pairs(6)))
+    st.caption(f"At most d_head = {cfg.d_head} singular values can be non-zero: the table is a product of two "
+               f"rank-{cfg.d_head} factors, however large the vocabulary.")
+    if ov is None:
+        st.info("This is an encoder head of an encoder-decoder model: there is no direct path to the output logits "
+                "to read as an OV table.")
+        return
+    ov_table, tops = ov
+    st.markdown(f"**OV: what L{layer} H{head} writes.** Row = the token it attends to, column = an output token "
+                f"(both from your text); blue = that output's logit goes up, red = down.")
+    st.plotly_chart(circuit_fig(ov_table.table, ov_table.rows, ov_table.cols, "attended token", "output token",
+                                value_name="logit"), key="heads.fig_ov",
+                    config=chart_config("heads", sel.model_id, f"ov-{kind.key}-l{layer}h{head}"))
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Singular values of the whole table**")
+        st.plotly_chart(sv_fig(ov_table.singular_values, cfg.d_head), key="heads.fig_ov_sv",
+                        config=chart_config("heads", sel.model_id, f"ov-singular-values-{kind.key}-l{layer}h{head}"))
+    with right:
+        st.metric("copying score", f"{tops.copies.mean():.0%}",
+                  help=f"Share of your text's {len(ids)} distinct tokens whose strongest output, over the whole "
+                       f"vocabulary of {cfg.vocab_size:,}, is the token itself. A copying head has a blue diagonal: "
+                       f"attending to token x raises the logit of x.")
+        vocab = sel.task.vocab
+        order = np.argsort(-tops.values[:, 0])[:6]
+        st.markdown("**Strongest outputs over the whole vocabulary** (attended → output)")
+        st.markdown("\n".join(f"- {quoted(labels[r])} → " + ", ".join(f"{quoted(vocab.decode([int(i)])[0])} {v:.2f}"
+                                                                  for i, v in zip(tops.ids[r, :3], tops.values[r, :3]))
+                              for r in order))
+    st.caption("The tables read only the direct path from the token embeddings (through the norm in front of this "
+               "layer): positions, earlier layers" + (" and the masked-LM head's transform" if cfg.mlm_head else "")
+               + " are left out, so they are a first approximation beyond layer 0.")
+
+
 def rotated(sel: Selection, kind: AttentionKind) -> bool:
     """Whether this kind's queries and keys are rotated before scoring (RoPE on self-attention)."""
     return sel.model.cfg.pos == "rope" and kind.module == "attn"
@@ -400,7 +482,9 @@ def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: 
     names = [kind.hook(layer, "hook_rot_q" if rope else "hook_q"), kind.hook(layer, "hook_rot_k" if rope else "hook_k"),
              kind.hook(layer, third)]
     out = run(sel, names)
-    return rope, out[names[0]][0, :, head], out[names[1]][0, :, head], out[names[2]][0, head]
+    keys = out[names[1]][0]  # [k kv_head d_head]: grouped-query attention keeps one key head per group of heads
+    kv = head // (sel.model.cfg.n_heads // keys.shape[1])  # the key head query head `head` reads
+    return rope, out[names[0]][0, :, head], keys[:, kv], out[names[2]][0, head]
 
 
 def projection_panel(sel: Selection):
@@ -475,12 +559,13 @@ def roles_panel(sel: Selection):
          "agreement task's own sentences.",
          r"\text{induction}(h) = \operatorname{mean}_{t}\; A^h_{t,\;s(t)+1},", r"s(t) = \max\{\,s<t : x_s = x_t\,\}")
     role_scores(sel)
+    redundancy_tables(sel)
 
 
 @S.section("roles.scores", reads=("kind",), view=VIEW_ROLES)
 def role_scores(sel: Selection) -> None:
-    """The role scores of every head of the picked kind, then whether heads repeat each other (its heading,
-    text and formula too, and the 'Try this' box: cross-attention, or an error in probing, leaves them out)."""
+    """The role scores of every head of the picked kind (a checkpoint's: the heads that score highest named
+    first, and the subject score, which needs the agreement task, offered on a bundled model)."""
     kind = picked(sel)[0]
     if kind.module == "cross_attn":
         st.info("These roles compare a sequence with itself; cross-attention reads another sequence. Pick the "
@@ -489,16 +574,61 @@ def role_scores(sel: Selection) -> None:
     try:
         roles = computed("Scoring every head against known roles ...", R.roles, sel.model_id, sel.device,
                          kind.key, sel.task.name)
-        red = computed("Comparing every pair of heads ...", R.redundancy, sel.model_id, sel.device, kind.key,
-                       sel.task.name)
     except ValueError as exc:
         st.error(f"Could not probe this model's heads: {exc}")
         return
-    st.plotly_chart(roles_fig(roles.scores, roles.chance), key="heads.fig_roles",
+    text = is_text_model(sel.meta)
+    scores = {r: v for r, v in roles.scores.items() if not (text and r == "subject")}
+    if text:
+        strongest_heads(roles)
+    st.plotly_chart(roles_fig(scores, roles.chance), key="heads.fig_roles",
                     config=chart_config("heads", sel.model_id, f"roles-{kind.key}"))
     st.caption("Each cell is a mean attention weight (0 to 1). Under each title: the score of a head that spreads "
-               "its attention evenly, for comparison. " + " ".join(f"**{r}**: {n}." for r, n in roles.notes.items()))
+               "its attention evenly, for comparison. " + " ".join(f"**{r}**: {n}." for r, n in roles.notes.items()
+                                                                    if r in scores))
+    if text:
+        needs_toy_task("The subject score", "agreement-encoder", "heads.roles_toy",
+                       "it looks for the subject of the agreement task's own sentences, at their verb slot")
 
+
+def strongest_heads(roles, shown: int = 3) -> None:
+    """The heads that score highest as previous-token and induction heads, each with its score and the score of
+    an evenly spread head (what 'high' is measured against)."""
+    lines = []
+    for role in ("previous token", "induction"):
+        table = np.asarray(roles.scores[role], dtype=np.float64)  # [layer head]
+        if np.isnan(table).all():
+            continue
+        flat = np.argsort(np.nan_to_num(table, nan=-1.0), axis=None)[::-1][:shown]
+        best = ", ".join(f"**L{layer} H{head}** {table[layer, head]:.2f}"
+                         for layer, head in zip(*np.unravel_index(flat, table.shape)))
+        lines.append(f"- {role} heads: {best} (an evenly spread head: {roles.chance[role]:.2f})")
+    if lines:
+        st.markdown("**Strongest heads of each role** (score: mean attention weight)\n" + "\n".join(lines))
+
+
+def many_heads(sel: Selection) -> bool:
+    """Whether the model has more heads than every pair of them can be compared for (or every one removed alone)
+    in a few seconds: then those tables cover the layer picked above."""
+    cfg = sel.model.cfg
+    return cfg.n_layers * cfg.n_heads > R.PAIRS_ALL_MAX
+
+
+@S.section("roles.redundancy", reads=("kind", "layer"), view=VIEW_ROLES)
+def redundancy_tables(sel: Selection) -> None:
+    """Whether heads repeat each other: its heading, text and formula, the two tables and the 'Try this' box
+    (cross-attention, whose roles are not measured, leaves them out). A model with many heads compares those of
+    the picked layer."""
+    kind, layer, _ = picked(sel)
+    if kind.module == "cross_attn":
+        return
+    bounded = many_heads(sel)
+    try:
+        args = (sel.model_id, sel.device, kind.key, sel.task.name) + ((layer,) if bounded else ())
+        red = computed("Comparing every pair of heads ...", R.redundancy, *args)
+    except ValueError as exc:
+        st.error(f"Could not probe this model's heads: {exc}")
+        return
     st.subheader("Do heads repeat each other?")
     lead("Left: how alike two heads' patterns are (1 = the same weights). Right: how much information their outputs "
          "share.",
@@ -513,6 +643,11 @@ def role_scores(sel: Selection) -> None:
          r"\operatorname{JS}\big(A^h_{i\cdot}\,\|\,A^g_{i\cdot}\big),",
          r"\hat I(z^h; z^g) = -\tfrac12 \sum_k "
          r"\ln\!\big(1-\rho_k^2\big)")
+    if bounded:
+        cfg = sel.model.cfg
+        st.caption(f"This model has {cfg.n_layers} layers × {cfg.n_heads} heads = {cfg.n_layers * cfg.n_heads} "
+                   f"heads, too many pairs to compare at once: the tables compare the {cfg.n_heads} heads of layer "
+                   f"{layer}, the layer picked above.")
     left, right = st.columns(2)
     with left:
         st.markdown("**Pattern similarity** (1 − JS divergence)")
@@ -527,6 +662,14 @@ def role_scores(sel: Selection) -> None:
     st.caption(f"Estimated from {red.n_samples} positions. After shuffling one head's positions (so the two are "
                f"independent by construction) the estimate still reads up to {red.noise:.3f} nats: values near "
                f"that are noise.")
+    if is_text_model(sel.meta):
+        try_this("Find the strongest induction head above, then look at the layers before it: is there a "
+                 "previous-token head there for it to build on?",
+                 "Open the strongest previous-token head in the Q & K tab: each query should sit near the key of the "
+                 "token before it.",
+                 "Look for two heads with high pattern similarity: ablate both on the Ablation tab, then one at a "
+                 "time.")
+        return
     try_this("Pick an induction model: which layer holds the previous-token head and which the induction head? "
              "An induction head needs a previous-token head in an earlier layer.",
              "Pick agreement-encoder: which head has the highest subject score? Ablate it on the Ablation tab and "
@@ -540,9 +683,20 @@ def _label(ref) -> str:
     return f"L{layer} H{head}" if key == "self" else f"{key} L{layer} H{head}"
 
 
+def scored_on(sel: Selection) -> str:
+    """What the ablation scores: a toy task's fresh examples, or a checkpoint's example sentences."""
+    task = sel.task
+    if not is_text_model(sel.meta):
+        return (f"We score {ABLATION_EXAMPLES} fresh examples of the task *{task.title}* (the mean is taken over the "
+                f"same examples).")
+    what = ("each next token" if sel.arch == "decoder" else
+            f"the words hidden behind [MASK] (about {task.MASK_SHARE:.0%} of each sentence, as BERT was trained)")
+    return (f"We score the {R.TEXT_ABLATION_EXAMPLES} example sentences of this page (their first "
+            f"{task.default_length} tokens) on {what}; the mean is taken over the same sentences.")
+
+
 def ablation_panel(sel: Selection):
     """Zero- or mean-ablate any set of heads; then every head alone, ranked."""
-    task = sel.task
     st.subheader("What breaks without a head?")
     lead("Remove heads and measure the damage: **zero ablation** replaces a head's output by zeros, **mean ablation** "
          "by its average.",
@@ -550,20 +704,25 @@ def ablation_panel(sel: Selection):
          f"To learn what a head is for, take it away and measure the damage. **Zero ablation** replaces the head's "
          f"output $z^h$ by zeros; **mean ablation** replaces it by its average over many inputs, which removes what "
          f"the head says about *this* input while keeping its usual offset. The model itself is never changed: "
-         f"each run passes a replacement function for `blocks.ℓ.attn.hook_z`. We score {ABLATION_EXAMPLES} fresh "
-         f"examples of the task *{task.title}* (the mean is taken over the same examples).",
+         f"each run passes a replacement function for `blocks.ℓ.attn.hook_z`. {scored_on(sel)}",
          r"\text{head } h \text{ removed:}\quad z^h \leftarrow 0 \;\;\text{or}\;\; z^h \leftarrow "
          r"\mathbb{E}_{x}\big[z^h(x)\big],",
          r"\Delta\mathcal{L} = \mathcal{L}_{\text{ablated}} - \mathcal{L}")
     ablation_results(sel)
 
 
-@st.fragment  # local: the heads removed and the replacement redraw only these controls, the scores and the ranking
+# local: the heads removed and the replacement redraw only these controls, the scores and the ranking; the layer
+# picked above too (a model with many heads ranks that layer's)
+@S.section("ablation.results", reads=("layer",), view=VIEW_ABL)
 def ablation_results(sel: Selection) -> None:
-    """The heads to remove and their replacement, then the scores, the sidebar input and every head alone.
-    The heading and the explanation above do not depend on them; the 'Try this' box stays here because an
-    error in scoring (which may depend on the replacement) leaves it out."""
+    """The heads to remove and their replacement, then the scores, the sidebar input and every head alone (every
+    head of the picked layer, for a model with more than R.RANK_ALL_MAX heads). The heading and the explanation
+    above do not depend on them; the 'Try this' box stays here because an error in scoring (which may depend on
+    the replacement) leaves it out."""
     model, task = sel.model, sel.task
+    layer = picked(sel)[1]
+    cfg = model.cfg
+    bounded = cfg.n_layers * cfg.n_heads > R.RANK_ALL_MAX
     options = all_heads(model)
     c1, c2 = st.columns([4, 1])
     with c1:
@@ -575,7 +734,6 @@ def ablation_results(sel: Selection) -> None:
     try:
         base = R.ablation(sel.model_id, sel.device, task.name, (), mode)
         result = R.ablation(sel.model_id, sel.device, task.name, tuple(chosen), mode)
-        ranking = computed("Removing each head in turn ...", R.ranking, sel.model_id, sel.device, task.name, mode)
     except ValueError as exc:
         st.error(f"Could not score this model on its task: {exc}")
         return
@@ -594,8 +752,43 @@ def ablation_results(sel: Selection) -> None:
         if rows:
             st.markdown("**Your input** (from the sidebar), scored positions only:")
             st.dataframe(rows_table(rows), hide_index=True, width="stretch", key="heads.abl_input")
-    st.markdown("**Every head alone.** Each row removes one head and nothing else; the heads are sorted by how "
-                "much the loss rises without them.")
+        elif is_text_model(sel.meta):
+            st.caption("Your text is not scored here: an encoder's right answers are words hidden behind [MASK], "
+                       "and your text hides none. The scores above are on the example sentences.")
+    if bounded:
+        st.markdown(f"**Every head of layer {layer} alone** (the layer picked above). Each row removes one head and "
+                    f"nothing else; the heads are sorted by how much the loss rises without them.")
+        st.caption(f"This model has {cfg.n_layers * cfg.n_heads} heads; removing each alone costs one run of the "
+                   f"model, so this table ranks the {cfg.n_heads} heads of one layer at a time. Pick another layer "
+                   f"above to rank its heads.")
+    else:
+        st.markdown("**Every head alone.** Each row removes one head and nothing else; the heads are sorted by how "
+                    "much the loss rises without them.")
+    size = sum(p.numel() for p in model.parameters())
+    if size > R.RANK_ON_REQUEST_PARAMETERS:
+        st.caption(f"This model has {size / 1e6:,.0f}M parameters: each head removed is one more run of it on the "
+                   f"example sentences, several seconds on a CPU, so the heads are removed when you ask.")
+        asked = st.toggle(f"Remove each head of layer {layer} in turn" if bounded else "Remove each head in turn",
+                          key="heads.rank_on")
+    else:
+        asked = True
+    if asked:
+        try:
+            ranking = computed("Removing each head in turn ...", R.ranking, sel.model_id, sel.device, task.name,
+                               mode, *((layer,) if bounded else ()))
+        except ValueError as exc:
+            st.error(f"Could not score this model on its task: {exc}")
+            return
+        ranking_table(sel, ranking)
+    try_this("Remove the top-ranked head alone, then together with the second: is the damage the sum of the two?",
+             "Switch between zeros and mean. A head whose output is mostly a constant offset hurts far less under "
+             "mean ablation.",
+             "Remove every head of layer 0 of an induction model: the induction heads in layer 1 lose the "
+             "previous-token information they build on.")
+
+
+def ranking_table(sel: Selection, ranking) -> None:
+    """Every head removed alone, as bars and as a table, most important first."""
     labels = [_label((r["kind"], r["layer"], r["index"])) for r in ranking]
     st.plotly_chart(ablation_fig(labels, np.array([r["loss change"] for r in ranking]),
                                      np.array([r["accuracy change"] for r in ranking])),
@@ -608,11 +801,6 @@ def ablation_results(sel: Selection) -> None:
                                 "accuracy change": st.column_config.NumberColumn(format="percent"),
                                 "loss": st.column_config.NumberColumn(format="%.3f"),
                                 "loss change": st.column_config.NumberColumn(format="%+.3f")})
-    try_this("Remove the top-ranked head alone, then together with the second: is the damage the sum of the two?",
-             "Switch between zeros and mean. A head whose output is mostly a constant offset hurts far less under "
-             "mean ablation.",
-             "Remove every head of layer 0 of an induction model: the induction heads in layer 1 lose the "
-             "previous-token information they build on.")
 
 
 def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[dict]:

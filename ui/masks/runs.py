@@ -48,6 +48,21 @@ def influence(cache_key: tuple, masks: np.ndarray | None) -> np.ndarray:
     return freeze(A.influence(model, ids, None if masks is None else A.mask_argument(masks), kwargs.get("tgt")))
 
 
+@memo(maxsize=64)
+def text_fill_in(cache_key: tuple, masks: np.ndarray | None, most: int | None = None) -> dict[str, np.ndarray]:
+    """An encoder checkpoint's guess for each word of the text hidden behind [MASK] in turn, under ``masks``
+    (None = default): A.fill_in's arrays, plus the ``positions`` guessed (every token but the special ones; the
+    first ``most`` of them when given: each is one more copy of the text to run)."""
+    model, ids, _ = model_inputs(cache_key)
+    tokenizer = models.text_task(cache_key[0], cache_key[1]).vocab.tokenizer
+    special = set(tokenizer.special_ids.values())
+    positions = [p for p, i in enumerate(ids[0].tolist()) if i not in special][:most]
+    arg = None if masks is None else A.mask_argument(masks)
+    out = A.fill_in(model, ids, tokenizer.mask_id, positions, arg)
+    out["positions"] = np.asarray(positions, dtype=np.int64)
+    return freeze(out)
+
+
 @memo(maxsize=16)
 def width_to_length(task_name: str, arch: str, width: int) -> int | None:
     """The task's content length whose examples are ``width`` positions wide (None if none)."""

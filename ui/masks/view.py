@@ -14,6 +14,7 @@ controls, the receptive field's token, the block size and the legality length si
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import textwrap
 from dataclasses import dataclass
@@ -69,6 +70,11 @@ EDIT_ALL, EDIT_LAYER = "masks.all", "masks.layer{}"
 GAP_KEY, LEAK_K_KEY, EPS_KEY = "masks.gap", "masks.k", "masks.eps"
 COST_B_KEY, REMEASURE_KEY, TIMING_RUN_KEY = "masks.cost_b", "masks.remeasure", "masks.timing_run"
 LEGALITY_LEN_KEY = "masks.legality_len"
+INFLUENCE_KEY = "masks.influence_on"
+# A larger model measures the influence map only when asked (GPT-2 small: ~6 s a mask on a CPU) and fills in the
+# first FILL_IN_LARGE hidden words of an encoder's text (BERT-base: ~0.2 s a word), not every one.
+LARGE_MODEL_PARAMETERS = 20_000_000
+FILL_IN_LARGE = 8
 LEGALITY_DEFAULT_LEN, COST_DEFAULT_BLOCK = 8, 32  # the two sliders' defaults (the warm-up measures them)
 DRAWN_KEY = "masks.drawn"  # (stack [layer q k], the model's mask argument, scope) as the editor last drew it
 
@@ -395,8 +401,24 @@ class Drawn:
         return R.masked_run(self.cache_key, self.arg)
 
 
-def mask_panel(sel: Selection) -> bool:
-    """Section 1; False (with a warning) for an input too long to draw every pair of."""
+def editable(sel: Selection) -> tuple[Selection, Optional[str]]:
+    """A checkpoint's text longer than the editor draws, cut to its first MAX_EDIT_N tokens (the decoder's right
+    answer at the last of them is still the text's next token), and the note that says so; any other input as it
+    is (a toy task's input is refused whole: its tokens are the task's)."""
+    n = len(sel.query_tokens)
+    if n <= MAX_EDIT_N or not models.is_text_model(sel.meta):
+        return sel, None
+    cut = dataclasses.replace(sel, tokens=sel.tokens[:MAX_EDIT_N], ids=sel.ids[:, :MAX_EDIT_N],  # [1 pos]
+                              targets=None if sel.targets is None else sel.targets[:MAX_EDIT_N])
+    return cut, (f"Your text is {n} tokens long. The mask editor, the graph and the model panels draw every pair of "
+                 f"tokens, so this page reads its first {MAX_EDIT_N} tokens (the model runs on those alone).")
+
+
+def mask_panel(sel: Selection, cut: Optional[str] = None) -> bool:
+    """Section 1; False (with a warning) for an input too long to draw every pair of. `cut`: the note on a
+    checkpoint's text cut to the editor's size (editable)."""
+    if cut:
+        st.info(cut, icon=":material/content_cut:")
     n = len(sel.query_tokens)
     if n > MAX_EDIT_N:
         st.session_state.pop(DRAWN_KEY, None)  # no mask is drawn for this input
@@ -432,11 +454,53 @@ def heatmap(pattern: np.ndarray, tokens: list[str], title: str, key: str) -> Non
                     config=chart_config("masks", sidebar_model(), title))
 
 
+def fill_in_rows(sel: Selection, masks: Optional[np.ndarray]) -> list[dict]:
+    """An encoder checkpoint's rows in prediction_table's shape: each word of the text hidden behind [MASK] in turn
+    (R.text_fill_in), its hidden word the right answer, under ``masks`` (None = the model's own mask)."""
+    out, vocab, ids = R.text_fill_in(sel.cache_key, masks, fill_in_most(sel)), sel.task.vocab, sel.ids[0].tolist()
+    return [{"position": int(p), "token": sel.query_tokens[p], "predicted": vocab.decode([int(top)])[0],
+             "p(predicted)": float(p_top), "right answer": vocab.decode([ids[p]])[0], "p(right)": float(p_right),
+             "correct": int(top) == ids[p]}
+            for p, top, p_top, p_right in zip(out["positions"], out["top"], out["p_top"], out["p_right"])]
+
+
+def large(sel: Selection) -> bool:
+    """Whether the model is too large for the page to run many copies of the input on every new mask."""
+    return sum(p.numel() for p in sel.model.parameters()) > LARGE_MODEL_PARAMETERS
+
+
+def fill_in_most(sel: Selection) -> Optional[int]:
+    """How many words of the text an encoder checkpoint fills in, each in its own copy of the text: all of them
+    (at most MAX_EDIT_N), or the first FILL_IN_LARGE of a large model's (a BERT-base: about 0.2 s a copy)."""
+    return FILL_IN_LARGE if large(sel) else None
+
+
+def fills_in(sel: Selection) -> bool:
+    """Whether the predictions are an encoder checkpoint's guesses for hidden words (it has no right answer on a
+    plain text, but can be asked for each word in turn)."""
+    return models.is_text_model(sel.meta) and sel.arch == "encoder" and sel.task.vocab.mask_id is not None
+
+
+def scored_rows(sel: Selection, d: Drawn) -> tuple[list[dict], list[dict]]:
+    """(rows with the model's own mask, rows with yours), in prediction_table's shape: the task's scored positions,
+    or an encoder checkpoint's hidden words."""
+    if fills_in(sel):
+        return fill_in_rows(sel, None), fill_in_rows(sel, d.arg)
+    return prediction_table(sel, d.own["logits"]), prediction_table(sel, d.yours["logits"])
+
+
 def predictions_table(sel: Selection, d: Drawn) -> None:
     """Per position: the right answer, the model's prediction with its own mask and with yours."""
-    own = prediction_table(sel, d.own["logits"])
+    own, yours = scored_rows(sel, d)
+    if fills_in(sel):
+        most = fill_in_most(sel)
+        words = "Each word" if most is None else f"Each of the first {most} words"
+        st.markdown(f"{words} of your text is hidden behind **[MASK]** in turn (one copy of the text per word) and "
+                    "the model fills it in, once with its own mask and once with yours; the right answer is the "
+                    "hidden word." + ("" if most is None else f" (A model this large runs {most} copies, not one per "
+                                      "word, so that a new mask answers within seconds.)"))
     if own:
-        rows = A.prediction_changes(own, prediction_table(sel, d.yours["logits"]))
+        rows = A.prediction_changes(own, yours)
     else:
         rows = A.top_prediction_changes(unique_labels(sel.query_tokens), sel.task.vocab, d.own["logits"],
                                         d.yours["logits"])
@@ -446,7 +510,11 @@ def predictions_table(sel: Selection, d: Drawn) -> None:
 
 
 def accuracy_metrics(sel: Selection, d: Drawn) -> None:
-    """Task accuracy on a batch as wide as the input, with the model's own mask and with yours."""
+    """Task accuracy on a batch as wide as the input, with the model's own mask and with yours (a checkpoint's:
+    on its own text, the positions of the table above)."""
+    if models.is_text_model(sel.meta):
+        text_accuracy(sel, d)
+        return
     n = d.stack.shape[-1]
     length = R.width_to_length(sel.task.name, sel.arch, n)
     if length is None:
@@ -462,6 +530,26 @@ def accuracy_metrics(sel: Selection, d: Drawn) -> None:
               help="Fresh task examples of the same length as your input, so your mask fits them.")
     st.caption(f"Task: {sel.task.title}. {sel.task.scored_for(sel.arch)} "
                f"The same {R.N_SAMPLES} examples are scored both times.")
+
+
+def text_accuracy(sel: Selection, d: Drawn) -> None:
+    """A checkpoint's accuracy on its own text under both masks: each next token (a decoder), or each hidden word
+    (an encoder). A toy task's batch of fresh examples does not exist for free text."""
+    own, yours = scored_rows(sel, d)
+    if not own:
+        st.info("Nothing in this text is scored: " + (
+            "a decoder is scored on each next token, and a text of one token has none." if sel.arch == "decoder" else
+            "an encoder is scored on words hidden behind [MASK], and this text has no ordinary word to hide (or this "
+            "model's tokenizer has no [MASK] token)."))
+        return
+    own_acc, your_acc = (sum(r["correct"] for r in rows) / len(rows) for rows in (own, yours))
+    what = "hidden words" if fills_in(sel) else "next tokens"
+    m1, m2, m3 = st.columns(3)
+    m1.metric("accuracy, own mask", f"{own_acc:.1%}")
+    m2.metric("accuracy, your mask", f"{your_acc:.1%}", delta=f"{(your_acc - own_acc) * 100:+.1f} points")
+    m3.metric(f"{what} scored", f"{len(own)}", help="The positions of the table above.")
+    st.caption(f"Scored on your own text: the share of its {len(own)} {what} the model guesses right, with its own "
+               f"mask and with yours.")
 
 
 def picked() -> tuple[int, int]:
@@ -747,6 +835,13 @@ def influence_chart(sel: Selection) -> None:
     """The measured influence through the mask drawn now, with the routes' crosses, and the check under it."""
     tokens, d = sel.query_tokens, drawn(sel)
     reach = graph_facts(d)["reach"]
+    size = sum(p.numel() for p in sel.model.parameters())
+    if size > LARGE_MODEL_PARAMETERS:
+        st.caption(f"This model has {size / 1e6:,.0f}M parameters: the measurement runs it on {len(tokens)} copies "
+                   f"of your input at once ({len(tokens)} × {len(tokens)} tokens) and takes one gradient through "
+                   f"them, several seconds on a CPU for each new mask, so it runs when you ask for it.")
+        if not st.toggle("Measure the influence", key=INFLUENCE_KEY):
+            return
     measured = R.influence(sel.cache_key, d.stack)
     st.plotly_chart(R.influence_figure(measured, reach, tokens, tokens, title="|∂ output q / ∂ embedding k|"),
                     key="masks.influence", config=chart_config("masks", sel.model_id, "measured-influence"))

@@ -114,11 +114,12 @@ def head_label(model: Transformer, ref: HeadRef) -> str:
 
 
 def ablate_each(model: Transformer, task: Task, batch: Batch, mode: str = "zero",
-                means: Optional[dict] = None) -> list[dict]:
-    """Ablate every head alone; rows sorted by how much the loss rises (most important first)."""
+                means: Optional[dict] = None, heads: Optional[Sequence[HeadRef]] = None) -> list[dict]:
+    """Ablate every head (or each of `heads`) alone; rows sorted by how much the loss rises (most important
+    first)."""
     base = run_ablated(model, task, batch)
     rows = []
-    for ref in all_heads(model):
+    for ref in (all_heads(model) if heads is None else list(heads)):
         res = run_ablated(model, task, batch, [ref], mode, means)
         rows.append({"head": head_label(model, ref), "kind": ref[0], "layer": ref[1], "index": ref[2],
                      "accuracy": res.accuracy, "accuracy change": res.accuracy - base.accuracy,

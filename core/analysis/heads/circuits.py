@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -57,6 +57,102 @@ def _embeddings_into(model: Transformer, kind: AttentionKind, layer: int) -> tup
         if pre:
             e = stack.blocks[layer].ln1(e)
         return e.double(), e.double()
+
+
+# ---------------------------------------------------------------------------------------------
+# The same circuits for a real vocabulary: a few tokens' rows and columns, never the V x V table
+
+
+def _into(model: Transformer, kind: AttentionKind, layer: int, side: str, ids: Optional[Sequence[int]] = None
+          ) -> torch.Tensor:
+    """One side's ("q" or "k") token embeddings as the layer's attention sees them (as `_embeddings_into`, plus
+    the stack's embedding norm where the model has one, BERT's), for `ids` or the whole vocabulary: float32."""
+    with torch.no_grad():
+        if kind.module == "cross_attn":
+            stack = model.decoder if side == "q" else model.encoder
+        else:
+            stack = model.stack_for(kind.prefix)
+        e = stack.W_E.weight.detach()
+        e = e if ids is None else e[torch.as_tensor(list(ids), dtype=torch.long, device=e.device)]  # [n d_model]
+        if model.cfg.embed_norm:
+            e = stack.ln_embed(e)
+        if model.cfg.norm == "pre":
+            if kind.module == "cross_attn":
+                e = model.decoder.blocks[layer].ln_cross(e) if side == "q" else model.encoder.ln_final(e)
+            else:
+                e = stack.blocks[layer].ln1(e)
+        return e.float()
+
+
+def product_singular_values(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """The singular values of a @ b.T (a `[m r]`, b `[n r]`) without forming the m x n product: with a = Q_a R_a
+    and b = Q_b R_b, a b^T = Q_a (R_a R_b^T) Q_b^T, whose singular values are those of the r x r middle."""
+    ra = torch.linalg.qr(a.double(), mode="r").R  # [r r]
+    rb = torch.linalg.qr(b.double(), mode="r").R  # [r r]
+    return torch.linalg.svdvals(ra @ rb.T).cpu().numpy()
+
+
+def _padded(values: np.ndarray, rank_cap: int, n: int) -> np.ndarray:
+    """Singular values of a table of min-side n whose rank is at most rank_cap: the computed ones, then the zeros
+    that follow them (up to 4 of them, as singular_value_bars shows)."""
+    extra = max(0, min(n, rank_cap + 4) - values.size)
+    return np.concatenate([values, np.zeros(extra)])
+
+
+def qk_circuit_on(model: Transformer, kind: AttentionKind, layer: int, head: int, q_ids: Sequence[int],
+                  k_ids: Sequence[int], q_tokens: Sequence[str], k_tokens: Sequence[str]) -> Circuit:
+    """qk_circuit on chosen tokens only (rows q_ids, columns k_ids), for a vocabulary far too large to draw whole.
+    Its singular values are still those of the whole-vocabulary table, computed from its two factors."""
+    w = model.head_weights(layer, kind.prefix, kind.module)
+    w_q, w_k = w["W_Q"][head].float(), w["W_K"][head].float()
+    scale = math.sqrt(model.cfg.d_head)
+    q = _into(model, kind, layer, "q", q_ids).double() @ w_q.double()  # [n_q d_head]
+    k = _into(model, kind, layer, "k", k_ids).double() @ w_k.double()  # [n_k d_head]
+    table = (q @ k.T / scale).cpu().numpy()  # [n_q n_k]
+    e_q = _into(model, kind, layer, "q")  # [vocab_q d_model]: GPT-2's is 154 MB, made once for both sides
+    full_q = e_q @ w_q  # [vocab_q d_head]
+    full_k = (e_q if kind.module != "cross_attn" else _into(model, kind, layer, "k")) @ w_k  # [vocab_k d_head]
+    del e_q
+    values = product_singular_values(full_q, full_k) / scale
+    return Circuit(table, list(q_tokens), list(k_tokens), _padded(values, model.cfg.d_head,
+                                                                   min(full_q.shape[0], full_k.shape[0])))
+
+
+@dataclass
+class TopOutputs:
+    """For each of a few attended tokens: the output tokens whose logits the head raises most, over the whole
+    vocabulary (OV circuit rows, never drawn whole)."""
+
+    ids: np.ndarray  # [token k] output ids, strongest first
+    values: np.ndarray  # [token k] their logit changes
+    copies: np.ndarray  # [token] bool: the strongest output is the attended token itself
+
+
+def ov_circuit_on(model: Transformer, kind: AttentionKind, layer: int, head: int, k_ids: Sequence[int],
+                  out_ids: Sequence[int], k_tokens: Sequence[str], out_tokens: Sequence[str],
+                  top: int = 5) -> tuple[Circuit, TopOutputs]:
+    """ov_circuit on chosen tokens (rows k_ids, columns out_ids), the singular values of the whole-vocabulary
+    table (from its factors), and each row's `top` strongest outputs over the whole vocabulary."""
+    if not ov_available(model, kind):
+        raise ValueError("the encoder's heads write into the encoder output, which the decoder reads through "
+                         "cross-attention; there is no direct path to the unembedding to read")
+    w = model.head_weights(layer, kind.prefix, kind.module)
+    w_v, w_o = w["W_V"][head].float(), w["W_O"][head].float()  # [d_model d_head], [d_head d_model]
+    w_u = model.unembed.weight.detach().float()  # [vocab d_model]
+    with torch.no_grad():
+        written = _into(model, kind, layer, "k", k_ids) @ w_v @ w_o  # [n d_model]
+        logits = written @ w_u.T  # [n vocab]: a few rows of the V x V table
+        cols = torch.as_tensor(list(out_ids), dtype=torch.long, device=logits.device)
+        table = logits[:, cols].double().cpu().numpy()  # [n n_out]
+        best = torch.topk(logits, min(top, logits.shape[1]), dim=-1)
+        full_v = _into(model, kind, layer, "k") @ w_v  # [vocab d_head]
+        out_side = w_u @ w_o.T  # [vocab d_head]: W_U W_O^T
+    values = product_singular_values(full_v, out_side)
+    rows = torch.as_tensor(list(k_ids), dtype=torch.long)
+    tops = TopOutputs(best.indices.cpu().numpy(), best.values.double().cpu().numpy(),
+                      (best.indices[:, 0].cpu() == rows).numpy())
+    return Circuit(table, list(k_tokens), list(out_tokens), _padded(values, model.cfg.d_head,
+                                                                    min(full_v.shape[0], out_side.shape[0]))), tops
 
 
 def qk_circuit(model: Transformer, kind: AttentionKind, layer: int, head: int,

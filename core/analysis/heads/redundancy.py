@@ -9,7 +9,7 @@ the repeated-token probe of core.analysis.heads.roles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -89,15 +89,18 @@ class Redundancy:
 
 
 def redundancy(model: Transformer, kind: AttentionKind, vocab: Vocab, n: int = 32, seed: int = 0,
-               k: int = 4, src_vocab: Optional[Vocab] = None) -> Redundancy:
-    """Pattern similarity and output MI for every pair of heads, on the repeated-token probe."""
-    tokens, tgt, side = probe_inputs(model, vocab, kind, n, seed, src_vocab)
-    n_l, n_h = model.cfg.n_layers, model.cfg.n_heads
-    names = [kind.hook(i, w) for i in range(n_l) for w in ("hook_pattern", "hook_z")]
+               k: int = 4, src_vocab: Optional[Vocab] = None, probe: Optional[tuple] = None,
+               layers: Optional[Sequence[int]] = None) -> Redundancy:
+    """Pattern similarity and output MI for every pair of heads, on the repeated-token probe (or `probe`, a
+    (tokens, tgt, query-side tokens) triple as `probe_inputs` returns); the heads of `layers` only if given."""
+    tokens, tgt, side = probe if probe is not None else probe_inputs(model, vocab, kind, n, seed, src_vocab)
+    n_h = model.cfg.n_heads
+    layers = list(range(model.cfg.n_layers)) if layers is None else [int(i) for i in layers]
+    names = [kind.hook(i, w) for i in layers for w in ("hook_pattern", "hook_z")]
     kwargs = {"tgt": tgt} if tgt is not None else {}
     _, cache = model.run_with_cache(tokens.to(model.device), names, **kwargs)
     pats, outs = [], []
-    for i in range(n_l):
+    for i in layers:
         p = cache[kind.hook(i, "hook_pattern")].float().cpu().numpy()  # [batch head q k]
         z = cache[kind.hook(i, "hook_z")].float().cpu().numpy()  # [batch pos head d_head]
         for h in range(n_h):
@@ -113,5 +116,5 @@ def redundancy(model: Transformer, kind: AttentionKind, vocab: Vocab, n: int = 3
         for j in range(i + 1, total):
             mi[i, j] = mi[j, i] = gaussian_mi(outs[i], outs[j], k)
             noise = max(noise, gaussian_mi(outs[i], outs[j][rng.permutation(len(outs[j]))], k))
-    labels = [f"L{i} H{h}" for i in range(n_l) for h in range(n_h)]
+    labels = [f"L{i} H{h}" for i in layers for h in range(n_h)]
     return Redundancy(labels, sim, mi, noise, int(outs[0].shape[0]) if outs else 0)

@@ -139,16 +139,19 @@ def probe_inputs(model: Transformer, vocab: Vocab, kind: AttentionKind, n: int =
 
 
 def role_scores(model: Transformer, kind: AttentionKind, vocab: Vocab, task: Optional[Task] = None,
-                n: int = 32, seed: int = 0, src_vocab: Optional[Vocab] = None) -> RoleScores:
+                n: int = 32, seed: int = 0, src_vocab: Optional[Vocab] = None,
+                probe: Optional[tuple] = None) -> RoleScores:
     """Previous-token, induction, subject and first-token-sink scores of every head of one kind.
 
-    The first, second and fourth are measured on repeated random tokens (`repeated_probe`); the
-    subject score on the agreement task's own sentences, only when `task` is agreement.
+    The first, second and fourth are measured on repeated random tokens (`repeated_probe`, or `probe`: a
+    (tokens, tgt, query-side tokens) triple such as `probe_inputs` returns, for a caller that draws its own);
+    the subject score on the agreement task's own sentences, only when `task` is agreement.
     """
     if kind.module == "cross_attn":
         raise ValueError("role scores compare a sequence with itself; cross-attention reads another sequence")
     n_l, n_h = model.cfg.n_layers, model.cfg.n_heads
-    tokens, tgt, side = probe_inputs(model, vocab, kind, n, seed, src_vocab)
+    tokens, tgt, side = probe if probe is not None else probe_inputs(model, vocab, kind, n, seed, src_vocab)
+    n = side.shape[0]
     pats = _patterns(model, kind, tokens, tgt)  # [layer batch head q k]
     uniform = uniform_pattern(side.shape[0], side.shape[1], kind.causal)
     scores = {
