@@ -131,7 +131,8 @@ def measure(impl: str, folder: Path, length: int, device: str = "cpu", dtype: st
         model = tl.HookedTransformer(cfg, move_to_device=False)
         model.load_state_dict(convert_gpt2_weights(hf_model, cfg), strict=False)
         del hf_model
-        model = model.to(device=device, dtype=torch_dtype).eval()
+        model = model.to(device)  # HookedTransformer.to takes a device or a dtype, one at a time
+        model = (model.to(torch_dtype) if torch_dtype != torch.float32 else model).eval()
         load = time.perf_counter() - t0
         ops = {"forward": lambda: model(ids),
                "patterns": lambda: model.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_pattern")),
