@@ -112,7 +112,7 @@ def test_positions_learned_table_is_bounded_and_says_so(folder_models, small_lea
 def test_positions_describes_llamas_own_rope_and_checks_it_on_the_text(folder_models):
     at = app_at("pages/positions.py", {"model": folder_models["llama"]})
     assert_ok(at)  # it crashed: the decay section asked for the toy task 'text'
-    assert "RoPE in folder:tiny-llama: its pairs, its base, its turned dimensions" in texts(at, "subheader")
+    assert "RoPE in tiny-llama: its pairs, its base, its turned dimensions" in texts(at, "subheader")
     model, _ = M.get_model(folder_models["llama"])
     cfg = model.cfg
     assert cfg.rope_layout == "halves" and cfg.rope_dim == 8
@@ -351,7 +351,7 @@ def test_depth_says_rope_adds_no_position_piece(folder_models):
 def test_retrieval_says_which_models_its_panels_run(folder_models):
     at = app_at("pages/retrieval.py", {"model": folder_models["llama"]})
     assert_ok(at)
-    assert any("run the bundled recall models, not folder:tiny-llama" in i for i in texts(at, "info"))
+    assert any("run the bundled recall models, not tiny-llama:" in i for i in texts(at, "info"))
     at.selectbox(key="retrieval.pos").set_value(4).run()
     assert_ok(at)
     toy = app_at("pages/retrieval.py", {"model": "recall-decoder"})

@@ -27,7 +27,7 @@ from core.families import SIZE_PRESETS, SizePreset
 from ui.cost import runs as R
 from ui.shell import models, precomputed
 from ui.shell.export import chart_config
-from ui.shell.page import csv_download, number_table, rows_table, try_this
+from ui.shell.page import csv_download, number_table, rows_table, try_this, display_name
 from ui.shell.params import Choice, Params
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
@@ -380,7 +380,7 @@ def sidebar_preset(sel: Selection) -> Optional[SizePreset]:
     if not models.is_text_model(sel.meta):
         return None
     cfg = sel.model.cfg
-    return SizePreset(f"{sel.model_id} (the sidebar's checkpoint)", sel.model_id, str(cfg.n_layers), cfg.d_model,
+    return SizePreset(f"{display_name(sel.model_id)} (the sidebar's checkpoint)", sel.model_id, str(cfg.n_layers), cfg.d_model,
                       cfg.n_heads, cfg.d_head, cfg.d_mlp)
 
 

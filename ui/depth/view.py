@@ -28,7 +28,7 @@ from core.tasks import IGNORE
 from ui.depth import runs as R
 from ui.shell import query
 from ui.shell.export import chart_config
-from ui.shell.page import computed, rows_table, try_this
+from ui.shell.page import computed, rows_table, try_this, display_name
 from ui.shell.params import Choice, Float, Int, Multi, Params, general
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
@@ -139,7 +139,7 @@ class Focus:
 def model_facts(sel: Selection) -> None:
     """The sidebar model's facts that the first heatmap depends on (its norm placement above all)."""
     cfg = sel.model.cfg
-    st.caption(f"Sidebar model: **{sel.model_id}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
+    st.caption(f"Sidebar model: **{display_name(sel.model_id)}** · {cfg.arch} · {cfg.n_layers} layers · {cfg.n_heads} heads · "
                f"d_model {cfg.d_model} · {norm_name(cfg)} **{cfg.norm}** · "
                f"residual {'on' if cfg.residual else 'off'}.")
 
@@ -809,7 +809,7 @@ def paths_chart_section(sel: Selection, n_path: int, heads: int, tau: float,
     """The hop formula, spread and random heads, the RNN and the sidebar model's point, and what they show."""
     curves = R.path_curves(heads)
     point = None if needed is None else \
-        (len(sel.tokens), needed, f"{sel.model_id} (H={sel.model.cfg.n_heads}, τ={tau})")
+        (len(sel.tokens), needed, f"{display_name(sel.model_id)} (H={sel.model.cfg.n_heads}, τ={tau})")
     st.plotly_chart(R.paths_figure(curves["ns"], curves["formula"], curves["ideal"], curves["random"], curves["rnn"],
                                    heads, chosen_n=n_path, model_point=point,
                                    title="Layers needed for the last token to reach the first"),

@@ -26,7 +26,7 @@ from core.analysis import leakage as L
 from ui.generation import runs as R
 from ui.shell import models, precomputed
 from ui.shell.export import chart_config
-from ui.shell.page import computed, csv_download, lazy_expander, rows_table, try_this
+from ui.shell.page import computed, csv_download, lazy_expander, rows_table, try_this, display_name
 from ui.shell.params import Choice, Int, Params
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
@@ -71,7 +71,7 @@ THIS_MODEL = "★"  # marks the diagram columns of the sidebar's model
 def offer_encdec(sel: Selection, what: str, key: str) -> None:
     """Say that `what` needs an encoder-decoder model, with a button that switches the sidebar to one. It reads
     no panel's controls, so it is a fragment of its own, outside the panel's (the button stays in a fragment)."""
-    st.info(f"{what} needs an encoder-decoder model; **{sel.model_id}** is {G.FAMILY_NAMES[sel.arch].lower()}.",
+    st.info(f"{what} needs an encoder-decoder model; **{display_name(sel.model_id)}** is {G.FAMILY_NAMES[sel.arch].lower()}.",
             icon=":material/info:")
     if st.button(f"Switch to {R.ENCDEC_ID}", key=key, on_click=R.switch_model, args=(R.ENCDEC_ID,),
                  icon=":material/swap_horiz:"):

@@ -28,7 +28,7 @@ from core.tasks import IGNORE, get_task
 from ui.shell import models, query
 from ui.positions import runs as R
 from ui.shell.export import chart_config
-from ui.shell.page import computed, try_this
+from ui.shell.page import computed, try_this, display_name
 from ui.shell.params import Choice, Float, Int, Params
 from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection
@@ -399,13 +399,13 @@ def model_rope_panel(sel: Selection) -> None:
             how = {"learned": "adds a learned position table to its embeddings (section 1 draws it)",
                    "sinusoidal": "adds the sinusoidal table to its embeddings (section 1)",
                    "none": "has no positional scheme at all"}[cfg.pos]
-            st.info(f"{sel.model_id} does not use RoPE: it {how}. The query and key above are the page's own "
+            st.info(f"{display_name(sel.model_id)} does not use RoPE: it {how}. The query and key above are the page's own "
                     "example.")
         return
     if sel.model.is_encoder_decoder:
         return
     r, half, d_head, base = cfg.rope_dim, cfg.rope_dim // 2, cfg.d_head, cfg.rope_base
-    st.subheader(f"RoPE in {sel.model_id}: its pairs, its base, its turned dimensions")
+    st.subheader(f"RoPE in {display_name(sel.model_id)}: its pairs, its base, its turned dimensions")
     halves = cfg.rope_layout == "halves"
     pairing = (f"dimension **i with dimension i + {half}** (i = 0 .. {half - 1}: the \"halves\" layout of Hugging "
                f"Face's Llama code, x·cos + rotate_half(x)·sin)" if halves else
@@ -414,7 +414,7 @@ def model_rope_panel(sel: Selection) -> None:
               f"only the first r = {r} of each head's {d_head} dimensions (partial rotary); the other {d_head - r} "
               f"pass through unturned and add the same amount to q·k at every distance")
     st.markdown(
-        f"{sel.model_id} turns its queries and keys with base b = **{base:,g}** (read from its config) and turns "
+        f"{display_name(sel.model_id)} turns its queries and keys with base b = **{base:,g}** (read from its config) and turns "
         f"{turned}. It pairs {pairing}. Pair i turns by m·θ_i at position m, θ_i = b^(−2i/{r}), as above. "
         + ("Only the pairing differs from the picture, so q·k still depends on m − n alone. The pairing is not a "
            "detail, though: the model's W_Q and W_K were trained for it, and turning (2i, 2i + 1) instead would be "
@@ -449,7 +449,7 @@ def model_rope_panel(sel: Selection) -> None:
     slow = int((R.model_wavelengths(sel.model_id, sel.device) > cfg.max_len).sum())
     st.caption(f"Hover a bar for the two dimensions the pair turns. {slow} of its {half} pairs turn less than once "
                f"over its whole context of {cfg.max_len:,} tokens, so they can only tell near from far. RoPE is "
-               f"defined at every position, but {sel.model_id}'s context is {cfg.max_len:,} tokens, the longest input "
+               f"defined at every position, but {display_name(sel.model_id)}'s context is {cfg.max_len:,} tokens, the longest input "
                f"it was made for: beyond that its heads meet angles they never saw.")
 
 
@@ -788,7 +788,7 @@ def order_pair(sel: Selection, names: tuple[str, ...]) -> None:
 def swap_panel(sel: Selection) -> None:
     """The sidebar's model run with its trained scheme and with another: one head's pattern and accuracy."""
     native = sel.model.cfg.pos
-    st.header(f"6. Swap the scheme of {sel.model_id}")
+    st.header(f"6. Swap the scheme of {display_name(sel.model_id)}")
     st.markdown(
         f"The model in the sidebar was trained with **{SCHEME_TEXT[native]}**. The scheme is an argument of "
         "each forward pass here, so the same weights can be run with another one. The weights were tuned to "

@@ -29,7 +29,7 @@ from core.analysis import retrieval as A
 from ui.shell import models
 from ui.retrieval import runs as R
 from ui.shell.export import chart_config
-from ui.shell.page import csv_download, lazy_expander, number_table, try_this
+from ui.shell.page import csv_download, lazy_expander, number_table, try_this, display_name
 from ui.shell.params import Choice, Float, Int, Params, general
 from ui.shell.sidebar import Selection
 
@@ -301,7 +301,7 @@ def sidebar_model_note(sel: Selection) -> None:
     """For a checkpoint from a folder: one sentence on why panels 3 and 4 run the bundled recall models
     rather than it (the rest of the page uses no model at all)."""
     if models.is_text_model(sel.meta):
-        st.info(f"Panels 3 and 4 run the bundled recall models, not {sel.model_id}: they compare models trained "
+        st.info(f"Panels 3 and 4 run the bundled recall models, not {display_name(sel.model_id)}: they compare models trained "
                 "with the same recipe and one change (values tied to keys, a defence against large keys), and they "
                 "score each on a key-value recall task whose right answer is known, which free text does not have. "
                 "Panels 1, 2 and 5 use no model.", icon=":material/info:")

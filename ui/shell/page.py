@@ -146,3 +146,8 @@ def switch_model(model_id: str) -> None:
     for key in (sidebar_url.INPUT_KEY, sidebar_url.TGT_KEY):
         st.session_state.pop(key, None)  # the new model may not read the old input
     st.session_state[sidebar_url.SEED_KEY] = 0
+
+
+def display_name(model_id: str) -> str:
+    """How a page names a model in its text: the id; a checkpoint's folder name, without the `folder:` prefix."""
+    return str(model_id).removeprefix("folder:")  # ui.shell.models.FOLDER_PREFIX
