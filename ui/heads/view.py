@@ -351,15 +351,7 @@ def circuit_tables(sel: Selection) -> None:
     if kind.module == "cross_attn":
         st.caption("Cross-attention: the queries are decoder (target) token embeddings, the keys and values are "
                    "encoder (source) token embeddings passed through the encoder's final LayerNorm.")
-    st.markdown(f"**QK: where L{layer} H{head} looks.** Row = the query token, column = the key token; blue = a "
-                f"high score (attend more), red = a low one.")
-    st.plotly_chart(circuit_fig(qk.table, qk.rows, qk.cols, "query token", "key token", value_name="score"),
-                    key="heads.fig_qk", config=chart_config("heads", sel.model_id, f"qk-{kind.key}-l{layer}h{head}"))
-    left, right = st.columns([3, 2])
-    with left:
-        st.markdown("**Its singular values**")
-        st.plotly_chart(sv_fig(qk.singular_values, cfg.d_head), key="heads.fig_qk_sv",
-                        config=chart_config("heads", sel.model_id, f"qk-singular-values-{kind.key}-l{layer}h{head}"))
+    right = circuit_block(sel, kind, layer, head, "qk", qk, "**Its singular values**")
     with right:
         st.markdown("**Strongest pairs** (query → key)")
         st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in qk.top_pairs(6)))
@@ -370,16 +362,7 @@ def circuit_tables(sel: Selection) -> None:
                 "the decoder reads only through cross-attention, so there is no direct path to the output logits "
                 "to read as an OV table. Pick the decoder or cross-attention above to see one.")
     else:
-        st.markdown(f"**OV: what L{layer} H{head} writes.** Row = the token it attends to, column = an output "
-                    f"token; blue = that output's logit goes up, red = down.")
-        st.plotly_chart(circuit_fig(ov.table, ov.rows, ov.cols, "attended token", "output token",
-                                           value_name="logit"), key="heads.fig_ov",
-                        config=chart_config("heads", sel.model_id, f"ov-{kind.key}-l{layer}h{head}"))
-        left, right = st.columns([3, 2])
-        with left:
-            st.markdown("**Its singular values**")
-            st.plotly_chart(sv_fig(ov.singular_values, cfg.d_head), key="heads.fig_ov_sv",
-                            config=chart_config("heads", sel.model_id, f"ov-singular-values-{kind.key}-l{layer}h{head}"))
+        right = circuit_block(sel, kind, layer, head, "ov", ov, "**Its singular values**")
         with right:
             if ov.table.shape[0] == ov.table.shape[1]:
                 share = float((np.argmax(ov.table, axis=1) == np.arange(ov.table.shape[0])).mean())
@@ -388,6 +371,32 @@ def circuit_tables(sel: Selection) -> None:
                                "blue diagonal: attending to token x raises the logit of x.")
             st.markdown("**Strongest pairs** (attended → output)")
             st.markdown("\n".join(f"- `{a}` → `{b}`: {v:.2f}" for a, b, v in ov.top_pairs(6)))
+
+
+CIRCUIT_TEXT = {  # which circuit: its heading's words, its table's axes, what a cell holds
+    "qk": ("looks", "the query token, column = the key token", "blue = a high score (attend more), red = a low one",
+           ("query token", "key token"), "score"),
+    "ov": ("writes", "the token it attends to, column = an output token",
+           "blue = that output's logit goes up, red = down", ("attended token", "output token"), "logit"),
+}
+
+
+def circuit_block(sel: Selection, kind: AttentionKind, layer: int, head: int, which: str, circuit, sv_title: str,
+                  whence: str = ""):
+    """One circuit table (which: "qk" or "ov") with its heading, and its singular values beside a column that is
+    returned for the caller's own notes. `whence` says where the tokens come from, after the axes."""
+    verb, axes_text, colours, axes, value = CIRCUIT_TEXT[which]
+    st.markdown(f"**{which.upper()}: what L{layer} H{head} {verb}.** Row = {axes_text}{whence}; {colours}."
+                if which == "ov" else
+                f"**{which.upper()}: where L{layer} H{head} {verb}.** Row = {axes_text}{whence}; {colours}.")
+    st.plotly_chart(circuit_fig(circuit.table, circuit.rows, circuit.cols, *axes, value_name=value),
+                    key=f"heads.fig_{which}", config=chart_config("heads", sel.model_id, f"{which}-{kind.key}-l{layer}h{head}"))
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown(sv_title)
+        st.plotly_chart(sv_fig(circuit.singular_values, sel.model.cfg.d_head), key=f"heads.fig_{which}_sv",
+                        config=chart_config("heads", sel.model_id, f"{which}-singular-values-{kind.key}-l{layer}h{head}"))
+    return right
 
 
 def quoted(token: str) -> str:
@@ -422,15 +431,7 @@ def text_circuit_tables(sel: Selection, kind: AttentionKind, layer: int, head: i
                f"{len(ids)} distinct tokens of your text{cut} as its rows and columns. Type other text in the sidebar "
                f"to read other tokens. The singular values are those of the whole {cfg.vocab_size:,} × "
                f"{cfg.vocab_size:,} table, computed from its two thin factors without building it.")
-    st.markdown(f"**QK: where L{layer} H{head} looks.** Row = the query token, column = the key token; blue = a "
-                f"high score (attend more), red = a low one.")
-    st.plotly_chart(circuit_fig(qk.table, qk.rows, qk.cols, "query token", "key token", value_name="score"),
-                    key="heads.fig_qk", config=chart_config("heads", sel.model_id, f"qk-{kind.key}-l{layer}h{head}"))
-    left, right = st.columns([3, 2])
-    with left:
-        st.markdown("**Singular values of the whole table**")
-        st.plotly_chart(sv_fig(qk.singular_values, cfg.d_head), key="heads.fig_qk_sv",
-                        config=chart_config("heads", sel.model_id, f"qk-singular-values-{kind.key}-l{layer}h{head}"))
+    right = circuit_block(sel, kind, layer, head, "qk", qk, "**Singular values of the whole table**")
     with right:
         st.markdown("**Strongest pairs** among your tokens (query → key)")
         st.markdown("\n".join(f"- {quoted(a)} → {quoted(b)}: {v:.2f}" for a, b, v in qk.top_pairs(6)))
@@ -441,16 +442,8 @@ def text_circuit_tables(sel: Selection, kind: AttentionKind, layer: int, head: i
                 "to read as an OV table.")
         return
     ov_table, tops = ov
-    st.markdown(f"**OV: what L{layer} H{head} writes.** Row = the token it attends to, column = an output token "
-                f"(both from your text); blue = that output's logit goes up, red = down.")
-    st.plotly_chart(circuit_fig(ov_table.table, ov_table.rows, ov_table.cols, "attended token", "output token",
-                                value_name="logit"), key="heads.fig_ov",
-                    config=chart_config("heads", sel.model_id, f"ov-{kind.key}-l{layer}h{head}"))
-    left, right = st.columns([3, 2])
-    with left:
-        st.markdown("**Singular values of the whole table**")
-        st.plotly_chart(sv_fig(ov_table.singular_values, cfg.d_head), key="heads.fig_ov_sv",
-                        config=chart_config("heads", sel.model_id, f"ov-singular-values-{kind.key}-l{layer}h{head}"))
+    right = circuit_block(sel, kind, layer, head, "ov", ov_table, "**Singular values of the whole table**",
+                          " (both from your text)")
     with right:
         st.metric("copying score", f"{tops.copies.mean():.0%}",
                   help=f"Share of your text's {len(ids)} distinct tokens whose strongest output, over the whole "
