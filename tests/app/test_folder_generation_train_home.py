@@ -20,6 +20,8 @@ from core.analysis import generation as G
 from core.text_task import TextTask
 from tests.app.conftest import ROOT, TIMEOUT, app_at, assert_ok, decode_array, plotly_specs
 from tests.app.folder_models import folder_models, models_dir  # noqa: F401
+from tests.app.test_generation import chart
+from tests.app.test_generation import widget as labelled
 from ui.shell import models
 from ui.shell.text import code, literal
 
@@ -36,21 +38,6 @@ def open_generation(model_id: str, **query) -> AppTest:
     return at
 
 
-def chart(at: AppTest, title: str) -> dict:
-    found = []
-    for spec in plotly_specs(at):
-        text = (spec["layout"].get("title") or {}).get("text") or ""
-        found.append(text)
-        if text.startswith(title):
-            return spec
-    raise AssertionError(f"no chart titled {title!r} among {found}")
-
-
-def labelled(at: AppTest, kind: str, label: str):
-    for w in getattr(at, kind):
-        if w.label == label:
-            return w
-    raise AssertionError(f"no {kind} labelled {label!r} among {[w.label for w in getattr(at, kind)]}")
 
 
 def metric(at: AppTest, label: str) -> str:

@@ -24,6 +24,7 @@ from tests.app.folder_models import folder_models, models_dir  # noqa: F401
 from ui.shell import models as M
 from ui.shell import sidebar_url
 from ui.shell.sidebar import _max_tokens
+from tests.app.test_positions import chart  # the plotly spec of the chart created with a key
 
 pytestmark = pytest.mark.skipif(not checkpoints.MANIFEST.is_file(),
                                 reason="bundled models not built (python -m core.train --all)")
@@ -31,14 +32,6 @@ pytestmark = pytest.mark.skipif(not checkpoints.MANIFEST.is_file(),
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-def chart(at, key: str) -> dict:
-    """The plotly spec of the chart created with `key`."""
-    for el in at.get("plotly_chart"):
-        if el.proto.id.endswith(key):
-            return json.loads(el.proto.spec)
-    raise AssertionError(f"no chart {key}; have {[el.proto.id.rsplit('-', 1)[-1] for el in at.get('plotly_chart')]}")
 
 
 def z(at, key: str, trace: int = 0) -> np.ndarray:
