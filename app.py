@@ -7,6 +7,8 @@ fails until every listed page exists.
 
 import os
 
+import ui.server.blas  # noqa: F401  one BLAS thread per numpy call, set before numpy is first imported
+
 import streamlit as st
 
 from ui import under_apptest

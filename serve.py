@@ -24,6 +24,8 @@ import os
 import threading
 from contextlib import asynccontextmanager
 
+import ui.server.blas  # noqa: F401  one BLAS thread per numpy call, set before numpy is first imported
+
 import streamlit as st
 from starlette.middleware import Middleware
 
