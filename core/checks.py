@@ -23,10 +23,11 @@ from core.analysis import attention as A
 from core.analysis import cost as COST
 from core.analysis import generation as GEN
 from core.analysis import retrieval as RET
-from core.analysis.heads.roles import ROLES, role_scores
+from core.analysis.heads.roles import ROLES, random_text_probe, repeated_text_probe, role_scores
 from core.checkpoints import load_bundled
 from core.families import SIZE_PRESETS
 from core.tasks import get_task
+from core.text_task import TEXT_TASK
 
 PICK, NUMBER, STATE = "pick", "number", "state"
 ModelLoader = Callable[[str], tuple]  # model id -> (Transformer, meta)
@@ -97,9 +98,9 @@ def _num(x: float) -> str:
 
 
 MAX_TEXT_CHARS = 200  # every text argument (and text item of a list): names, presets, a page parameter's value
-MAX_INPUT_CHARS = 2000  # most_attended_key's input, like a URL parameter (ui.shell.query.MAX_PARAM_CHARS)
-MAX_INPUT_TOKENS = 128  # most_attended_key's input: as many tokens as the sidebar accepts
-MAX_MASK_TOKENS = 32  # mask_lambda2: the Masks page draws a mask for at most 32 tokens (ui.masks.view.MAX_EDIT_N)
+MAX_INPUT_CHARS = 16_000  # most_attended_key's input, like the sidebar's in a link (ui.shell.query.MAX_TEXT_PARAM_CHARS)
+MAX_INPUT_TOKENS = 1024  # most_attended_key's input: as many tokens as the sidebar accepts for a bundled (toy) model
+MAX_MASK_TOKENS = 64  # mask_lambda2: the Masks page draws the mask of an input's first 64 tokens (ui.masks.view.MAX_EDIT_N)
 MAX_SEED = 10_000  # mask_lambda2: the Masks page's random-mask seed, 0..10,000
 
 
@@ -188,13 +189,38 @@ def _self_attention_kind(arch: str, side: str) -> A.AttentionKind:
     return chosen[0]
 
 
+def _task_of(model, meta: Mapping) -> Any:
+    """What a model reads: its toy task, or for a model that reads text (an English model, a checkpoint) its
+    tokenizer seen as a TextTask."""
+    if meta.get("task") != TEXT_TASK:
+        return get_task(meta["task"])
+    from core.pretrained import load_tokenizer
+    from core.text_task import TextTask
+
+    tokenizer = load_tokenizer(meta["folder"], meta["family"])
+    return TextTask(tokenizer, model.cfg.vocab_size, model.cfg.arch, model.cfg.max_len)
+
+
+def _text_probe(model, task, args: dict) -> tuple:
+    """The probe a text model's role scores read: a typed sentence read twice (`sentence`), else repeated random
+    tokens as the literature draws them; as core.analysis.heads.roles.probe_inputs returns it."""
+    if args.get("sentence"):
+        tokens = repeated_text_probe(task.vocab, model.cfg.arch, model.cfg.max_len, args["sentence"])  # [1 pos]
+    else:
+        tokens = random_text_probe(task.vocab, model.cfg.arch, model.cfg.max_len, n=min(args["probes"], 8))  # [n pos]
+    return tokens, None, tokens.numpy()
+
+
 def _head_with_role(ctx: Context, args: dict) -> Solution:
     if args["role"] not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, got {args['role']!r}")
     model, meta = ctx.load_model(args["model"])
-    task = get_task(meta["task"])
+    task = _task_of(model, meta)
     kind = _self_attention_kind(model.cfg.arch, args["attention"])
-    roles = role_scores(model, kind, task.vocab, task, n=args["probes"])
+    if meta.get("task") == TEXT_TASK:
+        roles = role_scores(model, kind, task.vocab, None, probe=_text_probe(model, task, args))
+    else:
+        roles = role_scores(model, kind, task.vocab, task, n=args["probes"])
     scores = roles.scores[args["role"]]  # [layer head]
     if np.isnan(scores).all():
         raise ValueError(f"the {args['role']} score cannot be measured on {args['model']}: {roles.notes[args['role']]}")
@@ -214,12 +240,17 @@ def _head_with_role(ctx: Context, args: dict) -> Solution:
 
 def _most_attended_key(ctx: Context, args: dict) -> Solution:
     model, meta = ctx.load_model(args["model"])
-    task = get_task(meta["task"])
-    tokens = args["input"].split()
+    task = _task_of(model, meta)
+    if meta.get("task") == TEXT_TASK:  # any text, split by the model's tokenizer as the sidebar splits it
+        ids_list = task.vocab.encode(args["input"])
+        tokens = task.vocab.decode(ids_list)
+    else:
+        tokens = args["input"].split()
     if len(tokens) > MAX_INPUT_TOKENS:
         raise ValueError(f"argument 'input' of check kind 'most_attended_key' has {len(tokens)} tokens; "
-                         f"at most {MAX_INPUT_TOKENS}, as many as the sidebar accepts")
-    ids = torch.tensor([task.vocab.encode(tokens)], device=model.device)  # [1 pos]
+                         f"at most {MAX_INPUT_TOKENS:,}, as many as the sidebar accepts")
+    ids = torch.tensor([task.vocab.encode(tokens) if meta.get("task") != TEXT_TASK else ids_list],
+                       device=model.device)  # [1 pos]
     if model.cfg.arch == "encoder-decoder":
         raise ValueError("most_attended_key reads self-attention of an encoder or decoder model")
     kind = _self_attention_kind(model.cfg.arch, "")
@@ -454,17 +485,15 @@ def _compare(value: float, target: float, tol: float, how: str) -> bool:
 
 def _student_mask(state: Mapping[str, str]) -> tuple[torch.Tensor, str]:
     """The mask the student set on the Masks page, from what the page reads (input, preset and knobs), within
-    the page's own bounds: an input of at most MAX_MASK_TOKENS tokens (the page draws no mask for a longer one),
+    the page's own bounds: an input's first MAX_MASK_TOKENS tokens (all the page draws of a longer one),
     knobs of at most MAX_TEXT_CHARS characters, clamped as the page clamps them. ValueError says what is off."""
     text = str(state.get("input") or "")
     if len(text) > MAX_INPUT_CHARS:
-        raise ValueError(f"your input is {len(text):,} characters long; the sidebar reads at most {MAX_INPUT_CHARS}")
+        raise ValueError(f"your input is {len(text):,} characters long; the sidebar reads at most {MAX_INPUT_CHARS:,}")
     tokens = text.split()
     if not tokens:
         raise ValueError("there is no input the page can use yet: open the Masks page of this step first")
-    if len(tokens) > MAX_MASK_TOKENS:
-        raise ValueError(f"your input has {len(tokens)} tokens and the Masks page draws a mask for at most "
-                         f"{MAX_MASK_TOKENS}: shorten it in the sidebar")
+    tokens = tokens[:MAX_MASK_TOKENS]  # what the page draws of a longer input, and so what the student set
     preset = str(state.get("preset") or "causal")
     knobs = {k: state[k] for k in ("w", "b", "s", "g", "real", "density", "rseed", "formula") if k in state}
     long = next((k for k, v in {"preset": preset, **knobs}.items() if len(str(v)) > MAX_TEXT_CHARS), None)
@@ -533,7 +562,7 @@ TOLERANCE = Limit(0, 1e6, "not negative; a larger one would accept any answer")
 MARGIN = Limit(0, 1, "scores and weights lie between 0 and 1")
 PROBES = Limit(1, 128, "each probe is one more model run; 128 take about a second, 20,000 took 24 s")
 LAYER_HEAD = Limit(0, 63, "no bundled model has more layers or heads; the model's own size is checked when it runs")
-QUERY = Limit(0, MAX_INPUT_TOKENS - 1, f"the input holds at most {MAX_INPUT_TOKENS} tokens, as in the sidebar")
+QUERY = Limit(0, MAX_INPUT_TOKENS - 1, f"the input holds at most {MAX_INPUT_TOKENS:,} tokens, as in the sidebar")
 TOY_NUMBER = Limit(-100, 100, "the one-number example's scores stay readable and exp() stays finite")
 TOY_LIST = Limit(-100, 100, f"the one-number example shows at most {A.TOY_MAX_ITEMS} keys", items=A.TOY_MAX_ITEMS)
 TOY_KEY = Limit(1, A.TOY_MAX_ITEMS, f"the one-number example has at most {A.TOY_MAX_ITEMS} keys")
@@ -554,7 +583,8 @@ PARAM_VALUES = Limit(-1e9, 1e9, "the accepted choices of one control", items=20,
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("head_with_role", PICK, "Pick the head that plays a role (induction, previous token, ...), measured "
-         "on the model's role scores.", {"model": str, "role": str}, {"attention": "", "probes": 32, "margin": 0.05},
+         "on the model's role scores (a model that reads text: on repeated random tokens, or on `sentence` read "
+         "twice).", {"model": str, "role": str}, {"attention": "", "probes": 32, "margin": 0.05, "sentence": ""},
          solve=_head_with_role, limits={"probes": PROBES, "margin": MARGIN}),
     Kind("most_attended_key", PICK, "Pick the key one query of one head attends to most, on a given input.",
          {"model": str, "input": str, "layer": int, "head": int, "query": int}, {"margin": 0.02},

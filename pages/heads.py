@@ -11,7 +11,7 @@ import streamlit as st
 
 from ui.heads import view as V
 from ui.shell.page import header
-from ui.shell.sidebar import MAX_INPUT_TOKENS, shared_sidebar
+from ui.shell.sidebar import max_tokens, shared_sidebar
 
 sel = shared_sidebar()
 cfg = sel.model.cfg
@@ -30,5 +30,5 @@ header(
 V.body(sel)  # kind, layer and head rerun only the parts of the open tab that read them
 # Under the tabs rather than above them, so the open tab's first figure starts on the first screen.
 st.caption(f"This model: {cfg.n_layers} layers × {cfg.n_heads} heads, d_model = {cfg.d_model}, d_head = {cfg.d_head}. "
-           f"Inputs are capped at {MAX_INPUT_TOKENS} tokens (in the sidebar); the role, redundancy and ablation "
-           f"numbers use their own batches, named in each tab.")
+           f"Inputs are capped at {max_tokens(sel.model):,} tokens (this model's context, in the sidebar); the role, "
+           f"redundancy and ablation numbers use their own batches, named in each tab.")

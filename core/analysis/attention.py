@@ -108,6 +108,77 @@ def stack_patterns(cache: dict, kind: AttentionKind, n_layers: int) -> np.ndarra
 
 
 # ---------------------------------------------------------------------------------------------
+# Long inputs: what the page keeps of a run
+
+
+@dataclass(frozen=True)
+class PatternSummary:
+    """One kind of attention on one input, reduced while the model runs to what the Attention page draws:
+    every head pooled into an overview, every row's entropy, some layers at full resolution, and the model's
+    predictions. A 1,024-token run of every pattern is a gigabyte on a GPT-2-sized model; this stays megabytes."""
+
+    n_q: int
+    n_k: int
+    block: tuple[int, int]  # tokens (rows, columns) per overview cell; (1, 1): the overview is exact
+    overview: np.ndarray  # [layer head q/bq k/bk] the largest weight of each block (float16 once pooled)
+    entropy: np.ndarray  # [layer head q] bits per row (row_entropy)
+    layers: tuple[int, ...]  # the layers kept at full resolution, in `patterns`' order
+    patterns: np.ndarray  # [kept head q k]: float32, or float16 (3 significant digits) for a long input
+    top_ids: np.ndarray  # [pos] the model's most likely token at each output position
+    top_probs: np.ndarray  # [pos] its probability
+    target_probs: np.ndarray  # [pos] the probability of the right answer (nan where nothing is scored)
+
+    def layer(self, layer: int) -> np.ndarray:
+        """One kept layer's patterns `[head q k]` as float32 (KeyError for a layer not kept)."""
+        return np.asarray(self.head(layer, slice(None)), dtype=np.float32)  # [head q k]
+
+    def head(self, layer: int, head) -> np.ndarray:
+        """One kept head's pattern `[q k]` as stored (float16 for a long input: convert the slice you draw, not
+        the million cells; KeyError for a layer not kept)."""
+        if layer not in self.layers:
+            raise KeyError(f"layer {layer} is not kept at full resolution (kept: {self.layers})")
+        return self.patterns[self.layers.index(layer)][head]  # [q k]
+
+
+def prediction_rows(top_ids: np.ndarray, top_probs: np.ndarray, target_probs: np.ndarray,
+                    targets: Optional[Sequence[int]], ignore: int = -100) -> list[dict]:
+    """`predictions`' rows from a run's top tokens and right-answer probabilities (what a PatternSummary keeps
+    instead of the logits, which are pos x vocab: 200 MB for GPT-2 at 1,024 tokens)."""
+    if targets is None:
+        return []
+    rows = []
+    for p, target in enumerate(targets):
+        if target == ignore or p >= len(top_ids):
+            continue
+        top = int(top_ids[p])
+        rows.append({"position": p, "predicted": top, "p(predicted)": float(top_probs[p]),
+                     "right": int(target), "p(right)": float(target_probs[p]), "correct": top == int(target)})
+    return rows
+
+
+PREDICTION_ROWS = 128  # positions softmaxed at once: GPT-2's 50,257 logits x 128 in float64 are 51 MB
+
+
+def top_predictions(logits: torch.Tensor, targets: Optional[Sequence[int]],
+                    ignore: int = -100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(top id, its probability, the right answer's probability or nan) at each position of logits
+    `[1 pos vocab]`, by a softmax in float64 as `predictions` computes it, PREDICTION_ROWS positions at a time."""
+    scores = logits[0]  # [pos vocab]
+    n = scores.shape[0]
+    top_ids, top_probs = np.zeros(n, dtype=np.int64), np.zeros(n)
+    right = np.full(n, np.nan)
+    for start in range(0, n, PREDICTION_ROWS):
+        probs = torch.softmax(scores[start:start + PREDICTION_ROWS].double(), dim=-1)  # [rows vocab]
+        best, ids = probs.max(dim=-1)  # [rows] each
+        top_ids[start:start + len(ids)], top_probs[start:start + len(ids)] = ids.numpy(), best.numpy()
+        if targets is not None:
+            for p in range(start, start + len(ids)):
+                if p < len(targets) and targets[p] != ignore:
+                    right[p] = float(probs[p - start, int(targets[p])])
+    return top_ids, top_probs, right
+
+
+# ---------------------------------------------------------------------------------------------
 # One query, step by step
 
 
@@ -294,7 +365,8 @@ def head_steps(cache: dict, cfg, kind: AttentionKind, layer: int, head: int, que
     """One query of one real head, recomputed from the cached q, k, v; plus how far it is from the model.
 
     Returns (steps, checks) where checks holds the largest absolute difference between our scores,
-    weights and output and the model's own hook_attn_scores, hook_pattern and hook_z.
+    weights and output and the model's own hook_attn_scores, hook_pattern and hook_z. A scores, pattern or
+    mask array with one head `[1 1 q k]` holds `head`'s alone (a long input's run keeps no other).
     """
     names = step_names(kind, layer, pos_scheme or cfg.pos)
     q_all, k_all, v_all, mask, scores, pattern, z = (np.asarray(cache[n]) for n in names)
@@ -313,11 +385,16 @@ def head_steps(cache: dict, cfg, kind: AttentionKind, layer: int, head: int, que
     allowed = mask[0, head, query] if mask.shape[1] > 1 else mask[0, 0, query]  # [k]
     steps = steps_from_vectors(q, keys, values, scale, allowed, key_labels, query_label, latex)
     checks = {
-        "scores": float(np.abs(steps.scores - scores[0, head, query]).max()),
-        "weights": float(np.abs(steps.weights - pattern[0, head, query]).max()),
+        "scores": float(np.abs(steps.scores - _head_row(scores, head, query)).max()),
+        "weights": float(np.abs(steps.weights - _head_row(pattern, head, query)).max()),
         "output": float(np.abs(steps.output - z[0, query, head]).max()),
     }
     return steps, checks
+
+
+def _head_row(array: np.ndarray, head: int, query: int) -> np.ndarray:
+    """One query's row `[k]` of a `[1 head q k]` array, or of a `[1 1 q k]` one that holds that head alone."""
+    return array[0, head if array.shape[1] > 1 else 0, query]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,6 +418,11 @@ def causal_allowed(n_q: int, n_k: int, causal: bool) -> np.ndarray:
     """The default mask `[q k]` of a kind: lower-triangular for causal attention, all True otherwise."""
     full = np.ones((n_q, n_k), dtype=bool)
     return np.tril(full) if causal else full
+
+
+def allowed_row(n_k: int, query: int, causal: bool) -> np.ndarray:
+    """One query's row `[k]` of causal_allowed, without building the n_q x n_k mask."""
+    return np.arange(n_k) <= query if causal else np.ones(n_k, dtype=bool)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,9 +605,11 @@ def difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Optional[str]]
 # Export
 
 
-def export_csv(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], first_layer: int = 0) -> str:
-    """A `[layer head q k]` tensor as long-format CSV: one row per (layer, head, query, key). `first_layer` is
-    the model's number of the tensor's first layer (a slice of the layers keeps their own numbers)."""
+def export_csv(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], first_layer: int = 0,
+               first_head: int = 0, first: tuple[int, int] = (0, 0)) -> str:
+    """A `[layer head q k]` tensor as long-format CSV: one row per (layer, head, query, key). `first_layer`,
+    `first_head` and `first` (query, key) are the model's numbers of the tensor's first layer, head and positions
+    (a slice keeps its own numbers)."""
     patterns = np.asarray(patterns)
     if patterns.ndim != 4 or patterns.shape[2:] != (len(q_tokens), len(k_tokens)):
         raise ValueError(f"need [layer head q k] with q={len(q_tokens)}, k={len(k_tokens)}, got {patterns.shape}")
@@ -533,9 +617,9 @@ def export_csv(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence
     layer, head, qi, ki = np.meshgrid(np.arange(n_l), np.arange(n_h), np.arange(n_q), np.arange(n_k),
                                       indexing="ij")  # each [layer head q k]
     table = pd.DataFrame({
-        "layer": layer.ravel() + int(first_layer), "head": head.ravel(),
-        "query_pos": qi.ravel(), "query_token": np.asarray(list(q_tokens), dtype=object)[qi.ravel()],
-        "key_pos": ki.ravel(), "key_token": np.asarray(list(k_tokens), dtype=object)[ki.ravel()],
+        "layer": layer.ravel() + int(first_layer), "head": head.ravel() + int(first_head),
+        "query_pos": qi.ravel() + int(first[0]), "query_token": np.asarray(list(q_tokens), dtype=object)[qi.ravel()],
+        "key_pos": ki.ravel() + int(first[1]), "key_token": np.asarray(list(k_tokens), dtype=object)[ki.ravel()],
         "weight": patterns.astype(np.float64).ravel(),
     })
     return table.to_csv(index=False, float_format="%.6g", lineterminator="\n")

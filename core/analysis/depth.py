@@ -21,7 +21,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core import masks as masks_lib
 from core.analysis import tensor_from
 from core.config import TransformerConfig
 from core.hooks import RunState, running
@@ -98,18 +97,19 @@ class ForwardStream:
 
 
 def forward_stream(model: Transformer, ids: torch.Tensor, prefix: str = "", keep_logits: bool = True,
-                   **kwargs) -> ForwardStream:
+                   dtype: torch.dtype = torch.float64, **kwargs) -> ForwardStream:
     """Run once and collect the residual stream of one stack for one input (batch of 1).
 
     kwargs complete the call (tgt= for encoder-decoder, mask=, pos=). keep_logits=False leaves the logits
-    out (None): with a real vocabulary they are the biggest thing here (GPT-2: 50,257 per position).
+    out (None): with a real vocabulary they are the biggest thing here (GPT-2: 50,257 per position). `dtype`:
+    what the states are kept in (float32 halves a long input's stream; float64 keeps sums exact to 1e-12).
     """
     names = resid_names(model, prefix)
     subs = sublayer_names(model, prefix)
     embeds = [f"{prefix}hook_embed", f"{prefix}hook_pos_embed"]
     logits, cache = model.run_with_cache(ids, names=names + subs + embeds, **kwargs)
-    resid = np.stack([cache[n][0].double().cpu().numpy() for n in names])  # [stage pos d_model]
-    parts = np.stack([cache[n][0].double().cpu().numpy() for n in embeds + subs])  # [component pos d_model]
+    resid = np.stack([cache.pop(n)[0].to(dtype).cpu().numpy() for n in names])  # [stage pos d_model]
+    parts = np.stack([cache.pop(n)[0].to(dtype).cpu().numpy() for n in embeds + subs])  # [component pos d_model]
     is_sum = model.cfg.norm != "post" and model.cfg.residual
     return ForwardStream(names, [stage_label(n) for n in names], resid,
                          ["embed", "pos"] + [sublayer_label(n) for n in subs], parts,
@@ -666,9 +666,15 @@ def layers_to_connect(layer_masks: Sequence[torch.Tensor], max_layers: Optional[
                       source: int = 0, target: Optional[int] = None) -> tuple[Optional[int], np.ndarray]:
     """Stack the given per-layer graphs (repeating them in order) until `source` reaches `target`.
 
-    Uses `core.masks.receptive_field` (attention edges plus the residual path). Returns (layers
-    needed or None if never within max_layers, the target's receptive field after each stacked
-    layer `[layers n]`). Default target is the last token; default max_layers is n.
+    Attention edges plus the residual path, as `core.masks.receptive_field` counts them. Returns (layers
+    needed or None if never within max_layers, the target's receptive field after each stacked layer
+    `[layers n]`). Default target is the last token; default max_layers is n.
+
+    The stack repeats with period P = len(layer_masks), so after l = qP + r layers the reach is
+    (S_r ... S_1) C^q with C = S_P ... S_1: the target's field is its row of S_r ... S_1 times C, q times. That
+    is P matrix products and then one vector-matrix product per layer (a 1,024-token chain needs 1,023
+    layers: 0.1 s, where a matrix product per layer took a minute). It stops at the first layer that connects,
+    or once a whole period adds nothing (reach only grows, so nothing ever will).
     """
     if not layer_masks:
         raise ValueError("give at least one layer's graph")
@@ -677,14 +683,36 @@ def layers_to_connect(layer_masks: Sequence[torch.Tensor], max_layers: Optional[
     max_layers = n if max_layers is None else max_layers
     if n == 1 or source == target:
         return 0, np.zeros((0, n), dtype=bool)
-    stacked = [layer_masks[i % len(layer_masks)] for i in range(max_layers)]
-    fields = np.stack([f.numpy() for f in masks_lib.receptive_field(stacked, target)])  # [layers n]
-    hit = np.nonzero(fields[:, source])[0]
-    if len(hit):
-        return int(hit[0]) + 1, fields[: hit[0] + 1]
+    eye = torch.eye(n)
+    steps = [(torch.as_tensor(m).to(torch.bool) | eye.bool()).to(torch.float32) for m in layer_masks]  # [q k] each
+    period = len(steps)
+    prefix_rows = [_reach_row(eye[target], steps[:r]) for r in range(period)]  # the target's row of S_r ... S_1
+    cycle = steps[0]
+    for step in steps[1:]:
+        cycle = ((step @ cycle) > 0).to(torch.float32)  # C = S_P ... S_1, [q k]
+    fields = []
+    rows = list(prefix_rows)  # rows[r]: the field after q whole periods and r more layers
+    for layer in range(1, max_layers + 1):
+        r = layer % period
+        if r == 0:
+            rows = [((v @ cycle) > 0).to(torch.float32) for v in rows]  # one more whole period, [k] each
+        field = rows[r] > 0  # [k]
+        fields.append(field.numpy())
+        if field[source]:
+            return layer, np.stack(fields)
+        if layer > period and np.array_equal(fields[-1], fields[-1 - period]):
+            break  # a whole period added nothing: a fixed point short of the source
+    fields_arr = np.stack(fields)  # [layers n]
     # Not reached: show only the layers where the field still grew.
-    grew = np.nonzero(np.r_[True, (fields[1:] != fields[:-1]).any(axis=1)])[0]
-    return None, fields[: grew[-1] + 1]
+    grew = np.nonzero(np.r_[True, (fields_arr[1:] != fields_arr[:-1]).any(axis=1)])[0]
+    return None, fields_arr[: grew[-1] + 1]
+
+
+def _reach_row(row: torch.Tensor, steps: Sequence[torch.Tensor]) -> torch.Tensor:
+    """`row` [k] (a query's reach) times S_r ... S_1 for steps = [S_1 .. S_r]: the last-applied layer first."""
+    for step in reversed(steps):
+        row = ((row @ step) > 0).to(torch.float32)  # [k]
+    return row
 
 
 def random_head_layers(n: int, heads: int, seed: int = 0, max_layers: int = 256) -> Optional[int]:
@@ -800,11 +828,18 @@ def attention_graphs(model: Transformer, ids: torch.Tensor, threshold: float, pr
                      **kwargs) -> np.ndarray:
     """Each layer's attention as a graph: edge q <- k where some head puts weight >= threshold.
 
-    Returns bool `[layer q k]` (union over heads). kwargs complete the call (tgt=, mask=).
+    Returns bool `[layer q k]` (union over heads). kwargs complete the call (tgt=, mask=). Each layer's weights
+    are read as the forward pass makes them and only their edges kept (a cache of every layer's weights at 1,024
+    tokens is 16 MB per head and layer).
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     n_layers = len(model.stack_for(prefix).blocks)
+    graphs: dict[str, np.ndarray] = {}
+
+    def keep_edges(pattern: torch.Tensor, hook) -> None:
+        graphs[hook.name] = (pattern[0] >= threshold).any(dim=0).cpu().numpy()  # [q k]; the weights are not kept
+
     names = [f"{prefix}blocks.{i}.attn.hook_pattern" for i in range(n_layers)]
-    _, cache = model.run_with_cache(ids, names=names, **kwargs)
-    return np.stack([(cache[n][0] >= threshold).any(dim=0).cpu().numpy() for n in names])  # [layer q k]
+    model.run_with_hooks(ids, fwd=[(name, keep_edges) for name in names], **kwargs)
+    return np.stack([graphs[n] for n in names])  # [layer q k]

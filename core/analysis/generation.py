@@ -143,12 +143,19 @@ def family_hooks(cfg: TransformerConfig, arch: str) -> list[HookInfo]:
 
 @torch.no_grad()
 def anatomy(model: Transformer, tokens: torch.Tensor, tgt: Optional[torch.Tensor] = None) -> list[HookInfo]:
-    """Every hook point of `model` with its real shape for this input (one forward, all captured)."""
-    _, cache = model.run_with_cache(tokens, tgt=tgt)
+    """Every hook point of `model` with its real shape for this input: one forward whose hooks note each tensor's
+    shape and keep nothing else (a cache of every hook at 1,024 tokens would hold every layer's scores and
+    weights: hundreds of MB for a shape)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def note_shape(tensor: torch.Tensor, hook) -> None:
+        shapes[hook.name] = tuple(tensor.shape)
+
+    names = model.hook_names()
+    model.run_with_hooks(tokens, fwd=[(n, note_shape) for n in names], tgt=tgt)
     arch = model.cfg.arch
-    return [HookInfo(n, stack_of(n), layer_of(n), sublayer_of(n), axis_names(n, arch, grouped(model.cfg)),
-                     tuple(cache[n].shape))
-            for n in model.hook_names() if n in cache]
+    return [HookInfo(n, stack_of(n), layer_of(n), sublayer_of(n), axis_names(n, arch, grouped(model.cfg)), shapes[n])
+            for n in names if n in shapes]
 
 
 def attention_module(model: Transformer, prefix: str, layer: int, which: str = "attn"):

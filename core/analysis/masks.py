@@ -325,8 +325,11 @@ def masked_accuracy(model, task: Union[str, Task], mask_arg=None, n_samples: int
     return task.accuracy(logits, batch)
 
 
+INFLUENCE_BYTES = 32 << 20  # what one batch of copies may hold for its backward pass (logits and attention)
+
+
 def influence(model, ids: torch.Tensor, mask_arg=None, tgt: Optional[torch.Tensor] = None,
-              seed: int = 0) -> np.ndarray:
+              seed: int = 0, budget: int = INFLUENCE_BYTES) -> np.ndarray:
     """Measured flow of information: entry [q, k] is the size of the gradient of the output at
     position q with respect to the token embedding at position k.
 
@@ -335,21 +338,33 @@ def influence(model, ids: torch.Tensor, mask_arg=None, tgt: Optional[torch.Tenso
     read through a fixed random direction, so a zero means "no path", not a coincidence.
     Attention is the only place positions mix, so this is zero wherever the stacked masks
     (plus the residual path) give no route from k to q.
+
+    The copies run in batches that fit `budget` bytes: n copies of n tokens hold n² logits over the vocabulary
+    and n³ attention weights per head and layer (64 tokens of a 4,096-token vocabulary: 300 MB at once), so the
+    rows are measured a batch of copies at a time, each with its own backward pass (the same numbers).
     """
     prefix = "decoder." if model.cfg.arch == "encoder-decoder" else ""
     n_q = (tgt if tgt is not None else ids).shape[1]
+    n_k = ids.shape[1]
     direction = torch.randn(model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed))  # [vocab]
     direction = direction.to(model.device)
-    rows = torch.arange(n_q, device=model.device)
+    attentions = sum(name.endswith("hook_pattern") for name in model.hook_names())
+    per_copy = 4 * 3 * (n_q * model.cfg.vocab_size + attentions * model.cfg.n_heads * n_q * max(n_q, n_k))
+    batch = int(max(1, min(n_q, budget // max(1, per_copy))))
+    out = []
+    for start in range(0, n_q, batch):
+        rows = torch.arange(start, min(n_q, start + batch), device=model.device)  # the copies' own positions
+        copies = torch.arange(len(rows), device=model.device)
 
-    def read(logits: torch.Tensor) -> torch.Tensor:
-        return (logits[rows, rows].float() * direction).sum()  # copy q, output q
+        def read(logits: torch.Tensor) -> torch.Tensor:
+            return (logits[copies, rows].float() * direction).sum()  # copy i, output start + i
 
-    extra = {"tgt": tgt.expand(n_q, -1)} if tgt is not None else {}  # [q pos]
-    _, cache = model.run_with_cache(ids.expand(n_q, -1), [prefix + "hook_embed"], grad_of=read, **extra,
-                                    **mask_kwargs(model, mask_arg))
-    grad = cache[prefix + "hook_embed_grad"]  # [q k d_model]: copy q's gradient at position k
-    return grad.float().norm(dim=-1).cpu().numpy()  # [q k]
+        extra = {"tgt": tgt.expand(len(rows), -1)} if tgt is not None else {}  # [copy pos]
+        _, cache = model.run_with_cache(ids.expand(len(rows), -1), [prefix + "hook_embed"], grad_of=read, **extra,
+                                        **mask_kwargs(model, mask_arg))
+        grad = cache[prefix + "hook_embed_grad"]  # [copy k d_model]: copy i's gradient at position k
+        out.append(grad.float().norm(dim=-1).cpu())  # [copy k]
+    return torch.cat(out).numpy()  # [q k]
 
 
 def scored_positions(targets: Optional[Sequence[int]]) -> list[int]:

@@ -12,7 +12,8 @@ from typing import Optional, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from core.figures.heatmaps import ATTENTION_SCALE, EXACT_CELLS, attention_heatmap, unique_labels
+from core.figures.heatmaps import (ATTENTION_SCALE, EXACT_CELLS, NICE_STEPS, attention_heatmap, pool, pool_block,
+                                   tick_step, unique_labels, window_ticks)
 
 DIFF_SCALE = "RdBu"  # diverging, colour-blind-safe (ColorBrewer); centred at 0 with zmid
 QUERY_COLOUR = "#d95f02"  # the chosen query (orange reads well against Cividis blues and yellows)
@@ -39,6 +40,42 @@ def head_heatmap(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequenc
     return fig
 
 
+# At 1024 x 768 the page's main column is about 560 px wide; the window's query labels take about 80 px, and its
+# colour bar lies under the plot, which leaves the plot about 470 px for its key labels.
+WINDOW_X_PX = 440  # room for the window's key labels (measured in chromium: ~470)
+WINDOW_Y_PX = 470  # the window's plotting height: room for its query labels
+
+
+def window_heatmap(window: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], first: tuple[int, int],
+                   q_title: str, k_title: str, title: str = "", query: Optional[int] = None) -> go.Figure:
+    """A window of a long head's pattern at full resolution, `[wq wk]` from query first[0] and key first[1]
+    (`q_tokens`, `k_tokens`: the window's own tokens), exact weights on hover. Labels keep their positions in the
+    input; past what fits at 1024 x 768 every 2nd, 5th, ... is written (heatmaps.window_ticks, counted from the
+    input's start, so moving the window keeps the labelled positions). `query` (a position in the input) is
+    outlined in orange when the window holds it."""
+    window = np.asarray(window, dtype=np.float32)
+    n_q, n_k = window.shape
+    fig = attention_heatmap(window, q_tokens, k_tokens, title=title, height=WINDOW_Y_PX + 190, q_title=q_title,
+                            k_title=k_title, first=first)
+    fig.update_traces(colorbar=dict(orientation="h", x=0.5, xanchor="center", y=-0.02, yanchor="top", len=0.7,
+                                    thickness=12, title=dict(text="weight", side="right")))
+    y, x = fig.data[0].y, fig.data[0].x
+    layout = dict(font=FONT)
+    layout["xaxis"] = dict(side="top", tickangle=-90, title=dict(text=k_title), automargin=True, type="category",
+                           **window_ticks(x, first[1], WINDOW_X_PX))
+    layout["yaxis"] = dict(autorange="reversed", title=dict(text=q_title), automargin=True, type="category",
+                           **window_ticks(y, first[0], WINDOW_Y_PX))
+    layout["margin"] = dict(l=10, r=10, t=10, b=(44 if title else 10) + 56)  # the colour bar under the plot
+    if title:
+        layout["title"] = _caption_title(title)
+    row = None if query is None else query - first[0]
+    if row is not None and 0 <= row < n_q:
+        layout["shapes"] = [dict(type="rect", xref="x domain", yref="y", x0=0, x1=1, y0=row - 0.5, y1=row + 0.5,
+                                 line=dict(color=QUERY_COLOUR, width=3), fillcolor="rgba(0,0,0,0)")]
+    fig.update_layout(layout)
+    return fig
+
+
 def _caption_title(text: str) -> dict:
     """A chart title set under the chart like a caption: keys label the top axis, so a title above would
     collide with them (and exported PNGs keep it)."""
@@ -55,19 +92,13 @@ GRID_ROW_MIN_PX = 72  # the shortest row: 128 tokens still show 3 query labels, 
 GRID_TITLE_CHAR_PX = 8.5  # width of one character of a 14 px column title (generous)
 GRID_TOP_PX = 34  # above the first row: the column titles "head 0", "head 1", ...
 GRID_CHAR_PX = 6.2  # width of one character of a token label (generous), to size the margin under the grid
-NICE_STEPS = (1, 2, 5)  # label every 1, 2, 5, 10, 20, 50, ... tokens: positions a reader can count on
 
 
 def grid_tick_step(n: int, room_px: float) -> int:
     """Label every step-th of n tokens along an axis of room_px pixels: the smallest step of 1, 2, 5, 10, 20, ...
-    that leaves each label GRID_LABEL_PX of room. 8 tokens keep every label; 128 keep a readable subset, not none."""
-    fits = max(1, int(room_px // GRID_LABEL_PX))
-    scale = 1
-    while True:
-        for step in NICE_STEPS:
-            if -(-n // (step * scale)) <= fits:  # ceil(n / step) labels
-                return step * scale
-        scale *= 10
+    that leaves each label GRID_LABEL_PX of room (heatmaps.tick_step). 8 tokens keep every label; 128 keep a
+    readable subset, not none."""
+    return tick_step(n, room_px, GRID_LABEL_PX)
 
 
 def _grid_ticks(labels: Sequence[str], room_px: float, shown: bool) -> dict:
@@ -110,7 +141,7 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
     columns are titled "H h" when "head h" would not fit: grid_column_title). The selected (layer, head) gets an orange
     frame. Above `EXACT_CELLS` cells in all, weights ship as uint8 percentages to keep the payload small.
     The subplot layout is written out directly (one Figure construction, no make_subplots), which is
-    several times faster to build.
+    several times faster to build. Past GRID_CELLS cells in all, draw `pooled_grid` instead.
     """
     patterns = np.asarray(patterns, dtype=np.float32)
     if patterns.ndim != 4:
@@ -121,7 +152,105 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
     cell_px = grid_row_px(n_h) if cell_px is None else cell_px
     quantise = patterns.size > EXACT_CELLS
     y, x = unique_labels(q_tokens), unique_labels(k_tokens)
+    value = "weight about %{z}%" if quantise else "weight %{z:.3f}"
+
+    def trace(layer: int, head: int) -> dict:
+        z = patterns[layer, head]
+        if quantise:
+            z = np.clip(np.rint(z * 100), 0, 100).astype(np.uint8)  # percent
+        return dict(type="heatmap", z=z, x=x, y=y,
+                    hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>{value}<extra></extra>")
+
+    def axes(layer: int, head: int) -> tuple[dict, dict]:
+        return (dict(type="category", tickangle=-60, **_grid_ticks(x, GRID_HEADS_PX / n_h, layer == n_l - 1)),
+                dict(type="category", autorange="reversed", **_grid_ticks(y, cell_px, head == 0)))
+
+    ticks = dict(tickvals=[0, 25, 50, 75, 100], ticktext=["0", "0.25", "0.5", "0.75", "1"]) if quantise else {}
+    colour = dict(cmax=100 if quantise else 1.0, colorbar=dict(title=dict(text="weight"), **ticks))
     bottom = _grid_bottom_px(x[::grid_tick_step(n_k, GRID_HEADS_PX / n_h)])
+    return _grid_figure(n_l, n_h, cell_px, bottom, trace, axes, colour, selected)
+
+
+GRID_CELLS = 2 ** 18  # cells the whole grid ships at most (~370 KB as uint8): 16 heads of 128², 144 of 42²
+GRID_NUMBER_PX = 32  # room one position label (up to "4,000": about 26 px at 10 px) needs along a pooled grid's axis
+
+
+def grid_block(n_heads: int, n_q: int, n_k: int) -> tuple[int, int]:
+    """The block (rows, columns of tokens) that pools `n_heads` heads of n_q x n_k into at most GRID_CELLS cells in
+    all, the same factor on both axes; (1, 1) when they fit as they are."""
+    side = max(1, int(np.sqrt(GRID_CELLS / max(1, n_heads))))  # cells a side per head
+    b = max(pool_block(n_q, side), pool_block(n_k, side))
+    return b, b
+
+
+def grid_more(n_heads: int, n_q: int, n_k: int, block: tuple[int, int]) -> tuple[int, int]:
+    """How many of an overview's `block`s pooled_grid pools again into one cell (whole blocks of blocks, so the
+    largest of the largest is exact); the grid's cells then stand for block x this many tokens."""
+    want = grid_block(n_heads, n_q, n_k)
+    return max(1, -(-want[0] // block[0])), max(1, -(-want[1] // block[1]))  # rounded up: never past GRID_CELLS
+
+
+def pooled_grid(pooled: np.ndarray, n_q: int, n_k: int, block: tuple[int, int],
+                selected: Optional[tuple[int, int]] = None, cell_px: Optional[int] = None) -> go.Figure:
+    """overview_grid for long inputs: every head's pattern already pooled `[layer head q/bq k/bk]` (the largest
+    weight of each block of `block` tokens, heatmaps.pool), pooled further when the grid would ship more than
+    GRID_CELLS cells, on axes counted in token positions (a position label needs no token to be read; the one-head
+    view has the tokens). The colour bar says how the cells were pooled; every head shares its 0..1 scale."""
+    pooled = np.asarray(pooled, dtype=np.float32)
+    if pooled.ndim != 4:
+        raise ValueError(f"pooled_grid needs [layer head q k], got shape {pooled.shape}")
+    n_l, n_h = pooled.shape[:2]
+    more = grid_more(n_l * n_h, n_q, n_k, block)
+    pooled = pool(pooled, more)
+    bq, bk = block[0] * more[0], block[1] * more[1]
+    cell_px = grid_row_px(n_h) if cell_px is None else cell_px
+    z_all = np.clip(np.rint(pooled * 100), 0, 100).astype(np.uint8)  # percent: ~1.4 bytes a cell
+    block_note = f"{bq} × {bk}"
+
+    def trace(layer: int, head: int) -> dict:
+        return dict(type="heatmap", z=z_all[layer, head], x0=(bk - 1) / 2, dx=bk, y0=(bq - 1) / 2, dy=bq,
+                    hovertemplate=f"layer {layer} head {head}<br>query ≈ %{{y:.0f}}<br>key ≈ %{{x:.0f}}<br>largest "
+                                  f"weight of the {block_note} block about %{{z}}%<extra></extra>")
+
+    def axis(n: int, room: float, shown: bool) -> dict:
+        ticks = dict(showticklabels=True, ticks="outside", ticklen=3, tickfont=dict(size=GRID_TICK_FONT),
+                     **position_ticks(n, room)) if shown else dict(showticklabels=False, ticks="")
+        return dict(range=[-0.5, n - 0.5], zeroline=False, showgrid=False, **ticks)
+
+    def axes(layer: int, head: int) -> tuple[dict, dict]:
+        x_axis = axis(n_k, GRID_HEADS_PX / n_h, layer == n_l - 1)
+        y_axis = axis(n_q, cell_px, head == 0)
+        y_axis["range"] = y_axis["range"][::-1]  # the first query at the top
+        return x_axis, y_axis
+
+    ticks = dict(tickvals=[0, 25, 50, 75, 100], ticktext=["0", "0.25", "0.5", "0.75", "1"])
+    colour = dict(cmax=100, colorbar=dict(title=dict(text=f"largest weight<br>of {block_note} tokens"), **ticks))
+    return _grid_figure(n_l, n_h, cell_px, GRID_BOTTOM_NUMBERS_PX, trace, axes, colour, selected)
+
+
+GRID_BOTTOM_NUMBERS_PX = 30  # under a pooled grid: one row of upright position labels
+
+
+def position_ticks(n: int, room_px: float) -> dict:
+    """Position labels along an axis of n tokens and room_px pixels: 0 and every multiple of a step of 1, 2, 5,
+    10, 20, ... at least GRID_NUMBER_PX apart, leaving out one within half a label of the far end, where it would
+    touch the neighbouring head's 0."""
+    step = 1
+    for scale in (10 ** k for k in range(len(str(max(1, n))) + 1)):
+        fitting = [s * scale for s in NICE_STEPS if room_px / max(1, n) * s * scale >= GRID_NUMBER_PX]
+        if fitting:
+            step = fitting[0]
+            break
+    half_label = GRID_NUMBER_PX / 2 / (room_px / max(1, n))  # in tokens
+    values = [v for v in range(0, n, step) if v == 0 or v <= n - 1 - half_label]
+    return dict(tickmode="array", tickvals=values, ticktext=[f"{v:,}" for v in values])
+
+
+def _grid_figure(n_l: int, n_h: int, cell_px: int, bottom: int, trace, axes, colour: dict,
+                 selected: Optional[tuple[int, int]]) -> go.Figure:
+    """The grid's frame shared by overview_grid and pooled_grid: one subplot per (layer, head) placed by hand,
+    `trace(layer, head)` and `axes(layer, head)` -> (x axis, y axis) filling each, row and column titles, the
+    selected head's orange frame and one colour axis (`colour`: its cmax and colour bar) for every head."""
     rows_px = cell_px * n_l + GRID_GAP_PX * (n_l - 1)  # the plotting area's height
     height = GRID_TOP_PX + rows_px + bottom
     gap_x = min(0.04, 0.24 / n_h)  # 4 heads: 4% of the width between two; 12 heads: 2%, or the gaps took 44%
@@ -134,20 +263,11 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
             idx = layer * n_h + head + 1
             ax = "" if idx == 1 else str(idx)
             x0, y1 = head * (w + gap_x), 1 - layer * (h + gap_y)
-            z = patterns[layer, head]
-            if quantise:
-                z = np.clip(np.rint(z * 100), 0, 100).astype(np.uint8)  # percent
-                value = "weight about %{z}%"
-            else:
-                value = "weight %{z:.3f}"
-            data.append(dict(type="heatmap", z=z, x=x, y=y, coloraxis="coloraxis", xaxis=f"x{ax}", yaxis=f"y{ax}",
-                             hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>{value}"
-                                           "<extra></extra>"))
+            data.append(dict(trace(layer, head), coloraxis="coloraxis", xaxis=f"x{ax}", yaxis=f"y{ax}"))
+            x_axis, y_axis = axes(layer, head)
             # domains clamped to [0, 1]: the last row or column can end a rounding error outside, which plotly refuses
-            layout[f"xaxis{ax}"] = dict(domain=[x0, min(1.0, x0 + w)], anchor=f"y{ax}", type="category", tickangle=-60,
-                                        **_grid_ticks(x, GRID_HEADS_PX / n_h, layer == n_l - 1))
-            layout[f"yaxis{ax}"] = dict(domain=[max(0.0, y1 - h), y1], anchor=f"x{ax}", type="category",
-                                        autorange="reversed", **_grid_ticks(y, cell_px, head == 0))
+            layout[f"xaxis{ax}"] = dict(domain=[x0, min(1.0, x0 + w)], anchor=f"y{ax}", **x_axis)
+            layout[f"yaxis{ax}"] = dict(domain=[max(0.0, y1 - h), y1], anchor=f"x{ax}", **y_axis)
             if head == 0:  # the row's title, centred on the row, left of its query labels
                 layout[f"yaxis{ax}"]["title"] = dict(text=f"layer {layer}", font=dict(size=14), standoff=6)
             if layer == 0:
@@ -159,10 +279,8 @@ def overview_grid(patterns: np.ndarray, q_tokens: Sequence[str], k_tokens: Seque
         ax = "" if idx == 1 else str(idx)
         shapes.append(dict(type="rect", xref=f"x{ax} domain", yref=f"y{ax} domain", x0=-0.025, x1=1.025,
                            y0=-0.025, y1=1.01, line=dict(color=QUERY_COLOUR, width=4)))
-    top = 100 if quantise else 1.0
-    ticks = dict(tickvals=[0, 25, 50, 75, 100], ticktext=["0", "0.25", "0.5", "0.75", "1"]) if quantise else {}
     layout.update(
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=top, colorbar=dict(title=dict(text="weight"), **ticks)),
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, **colour),
         height=height, margin=dict(l=10, r=10, t=GRID_TOP_PX, b=bottom), font=FONT, annotations=notes,
         shapes=shapes,
     )
@@ -176,12 +294,56 @@ def lines_view(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[
 
     Lines below `min_weight` are left out. The chosen query's lines are orange and drawn on top.
     Lines are grouped into weight bins (one trace per bin) so a 128-token head stays fast. Above
-    `MAX_LINE_LABELS` tokens the labels move to the hover (they would overlap).
+    `MAX_LINE_LABELS` tokens the labels move to the hover (they would overlap); long inputs draw
+    `top_lines_view` instead.
     """
     pattern = np.asarray(pattern, dtype=np.float64)
     n_q, n_k = pattern.shape
     if (len(q_tokens), len(k_tokens)) != (n_q, n_k):
         raise ValueError(f"{len(q_tokens)} query and {len(k_tokens)} key labels for a {n_q}x{n_k} pattern")
+    every = 1 if max(n_q, n_k) <= MAX_LINE_LABELS else None  # beyond that, labels would overlap: hover
+    return _lines_figure(pattern, unique_labels(q_tokens), unique_labels(k_tokens), query, min_weight, q_title,
+                         k_title, height, every, every)
+
+
+TOP_LINES = 3  # lines per query in the long-input lines view: its strongest keys
+LINES_MAX_PX = 640  # its height at most: the whole chart on a 768 px screen
+LINE_LABEL_PX = 16  # room one 13 px label of the lines view needs, up and down
+
+
+def top_lines_view(rows: np.ndarray, first_query: int, q_tokens: Sequence[str], k_tokens: Sequence[str],
+                   top: int = TOP_LINES, query: Optional[int] = None, q_title: str = "queries",
+                   k_title: str = "keys") -> go.Figure:
+    """lines_view for long inputs: the queries of a window (`rows` `[window k]`, the pattern's rows from
+    `first_query` on), each with only its `top` strongest keys; each of those keys drawn once, in position order.
+    Labels keep their positions in the input; when a side has more than fit its height, every step-th is written
+    (heatmaps.tick_step) and the rest are read on hover. `query` is a row of the whole pattern."""
+    rows = np.asarray(rows, dtype=np.float64)
+    n_rows, n_k = rows.shape
+    if len(k_tokens) != n_k or first_query + n_rows > len(q_tokens):
+        raise ValueError(f"{n_rows} rows from query {first_query} of {len(q_tokens)}, {n_k} keys with "
+                         f"{len(k_tokens)} labels")
+    top = max(1, min(int(top), n_k))
+    best = np.argpartition(-rows, top - 1, axis=1)[:, :top]  # [window top]: each row's strongest keys
+    keys = np.unique(best)  # in position order
+    column = np.searchsorted(keys, best)  # [window top]: where each lands among `keys`
+    sub = np.zeros((n_rows, keys.size))  # [window keys]: the top weights, every other left out
+    np.put_along_axis(sub, column, np.take_along_axis(rows, best, axis=1), axis=1)
+    q_labels = [f"{first_query + i}:{q_tokens[first_query + i]}" for i in range(n_rows)]
+    k_labels = [f"{j}:{k_tokens[j]}" for j in keys]
+    n = max(n_rows, keys.size)
+    height = max(300, min(LINES_MAX_PX, 80 + 20 * n))
+    every = [tick_step(m, height - 50, LINE_LABEL_PX) for m in (n_rows, keys.size)]
+    row = None if query is None else query - first_query
+    return _lines_figure(sub, q_labels, k_labels, row, 1e-9, q_title, k_title, height, *every)
+
+
+def _lines_figure(pattern: np.ndarray, q_labels: list[str], k_labels: list[str], query: Optional[int],
+                  min_weight: float, q_title: str, k_title: str, height: Optional[int],
+                  q_every: Optional[int], k_every: Optional[int]) -> go.Figure:
+    """The lines drawing shared by lines_view and top_lines_view: `pattern` `[q k]` row `query` in orange; a side's
+    labels written every `*_every`-th (None: on hover only)."""
+    n_q, n_k = pattern.shape
     n = max(n_q, n_k)
     yq, yk = _spread(n_q, n), _spread(n_k, n)
     data = []
@@ -203,20 +365,21 @@ def lines_view(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[
             data.append(dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                              line=dict(color=QUERY_COLOUR if highlight else OTHER_COLOUR, width=0.6 + 9 * mid),
                              opacity=0.95 if highlight else min(1.0, 0.25 + mid)))
-    q_labels, k_labels = unique_labels(q_tokens), unique_labels(k_tokens)
     best = pattern.argmax(axis=1)
     q_hover = [f"query {q_labels[i]}<br>strongest key {k_labels[best[i]]} ({pattern[i, best[i]]:.3f})"
                for i in range(n_q)]
     q_colours = [QUERY_COLOUR if i == query else "#222222" for i in range(n_q)]
-    mode = "markers+text" if n <= MAX_LINE_LABELS else "markers"  # beyond that, labels would overlap: hover
-    data.append(dict(type="scatter", x=np.zeros(n_q), y=yq, mode=mode, text=q_labels,
-                     textposition="middle left", marker=dict(size=8, color=q_colours),
-                     textfont=dict(color=q_colours, size=13), hovertext=q_hover, hoverinfo="text", showlegend=False))
     received = pattern.sum(axis=0)
     k_hover = [f"key {k_labels[j]}<br>total weight received {received[j]:.2f}" for j in range(n_k)]
-    data.append(dict(type="scatter", x=np.ones(n_k), y=yk, mode=mode, text=k_labels,
-                     textposition="middle right", marker=dict(size=8, color="#222222"), textfont=dict(size=13),
-                     hovertext=k_hover, hoverinfo="text", showlegend=False))
+    for labels, x, every, side, hover, colours in ((q_labels, 0.0, q_every, "left", q_hover, q_colours),
+                                                    (k_labels, 1.0, k_every, "right", k_hover, None)):
+        text = labels if every == 1 else [t if i % every == 0 else "" for i, t in enumerate(labels)] if every else None
+        trace = dict(type="scatter", x=np.full(len(labels), x), y=yq if side == "left" else yk,
+                     mode="markers+text" if text is not None else "markers", text=labels if text is None else text,
+                     textposition=f"middle {side}", marker=dict(size=8, color=colours or "#222222"),
+                     textfont=dict(color=colours, size=13) if colours else dict(size=13), hovertext=hover,
+                     hoverinfo="text", showlegend=False)
+        data.append(trace)
     layout = dict(
         height=height or max(300, min(900, 80 + 24 * n)), margin=dict(l=10, r=10, t=40, b=10), font=FONT,
         xaxis=dict(range=[-0.55, 1.55], showgrid=False, zeroline=False, tickvals=[0, 1], ticktext=[q_title, k_title],
@@ -250,6 +413,46 @@ def query_bars(weights: np.ndarray, k_tokens: Sequence[str], allowed: Optional[n
                   yaxis=dict(range=[0, 1.12], title=dict(text="weight α"), tickvals=[0, 0.25, 0.5, 0.75, 1]),
                   xaxis=dict(title=dict(text=k_title), tickangle=-60 if n > 8 else 0, type="category",
                              automargin=True))
+    if title:
+        layout["title"] = dict(text=title)
+    return go.Figure(data=[bar], layout=layout)
+
+
+TOP_KEYS = 20  # bars the long-input bar view labels: one query's strongest keys
+REST_COLOUR = "#9ecae1"  # the bar that sums every other key (light blue: not a key of its own)
+
+
+def top_query_bars(weights: np.ndarray, k_tokens: Sequence[str], allowed: Optional[np.ndarray] = None,
+                   top: int = TOP_KEYS, title: str = "", k_title: str = "key") -> go.Figure:
+    """query_bars for long inputs: the `top` keys with the most weight, strongest first, each labelled with its
+    position and token and its weight written on it, then one bar summing every other key the query may see
+    (how many, their total and their largest weight on hover). Masked keys (weight exactly 0) are left out; the
+    page says how many."""
+    weights = np.asarray(weights, dtype=np.float64)
+    n = weights.size
+    allowed = np.ones(n, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    seen = np.flatnonzero(allowed)
+    order = seen[np.argsort(-weights[seen], kind="stable")]  # allowed keys, strongest first
+    shown, rest = order[:top], order[top:]
+    labels = [f"{j}:{k_tokens[j]}" for j in shown]
+    ys = [float(weights[j]) for j in shown]
+    colours = [OTHER_COLOUR] * len(shown)
+    text = [f"{w:.2f}" for w in ys]
+    hover = [f"key {label}<br>weight {w:.3f}" for label, w in zip(labels, ys)]
+    if rest.size:
+        total, largest = float(weights[rest].sum()), float(weights[rest].max())
+        labels.append(f"the other {rest.size:,} keys")
+        ys.append(total)
+        colours.append(REST_COLOUR)
+        text.append(f"{total:.2f} in all")
+        hover.append(f"the other {rest.size:,} keys this query may see<br>their weights add up to {total:.3f}"
+                     f"<br>the largest of them {largest:.3f}")
+    bar = dict(type="bar", x=labels, y=ys, marker=dict(color=colours), text=text, textposition="outside",
+               hovertext=hover, hoverinfo="text", cliponaxis=False)
+    layout = dict(height=340, margin=dict(l=10, r=10, t=50 if title else 20, b=10), font=FONT,
+                  yaxis=dict(range=[0, 1.12], title=dict(text="weight α"), tickvals=[0, 0.25, 0.5, 0.75, 1]),
+                  xaxis=dict(title=dict(text=f"{k_title}: the {len(shown)} strongest, then the rest"), tickangle=-60,
+                             type="category", automargin=True))
     if title:
         layout["title"] = dict(text=title)
     return go.Figure(data=[bar], layout=layout)
@@ -311,6 +514,31 @@ def entropy_bars(before: np.ndarray, after: np.ndarray, limit: np.ndarray, q_tok
     return go.Figure(data=data, layout=layout)
 
 
+def entropy_lines(before: np.ndarray, after: np.ndarray, limit: np.ndarray, q_tokens: Sequence[str],
+                  temperature: float, q_title: str = "query") -> go.Figure:
+    """entropy_bars for long inputs: each query row's entropy at T = 1 and at T as two lines over the query's
+    position (a thousand grouped bars would be slivers), the uniform maximum as a dotted line; the token on hover."""
+    n = len(q_tokens)
+    xs = np.arange(n)
+    labels = unique_labels(q_tokens)
+    data = [
+        dict(type="scatter", x=xs, y=np.asarray(before, dtype=np.float32), mode="lines", name="T = 1 (as trained)",
+             line=dict(color=OTHER_COLOUR, width=1.5), text=labels,
+             hovertemplate="%{text}<br>%{y:.3f} bits<extra>T = 1</extra>"),
+        dict(type="scatter", x=xs, y=np.asarray(after, dtype=np.float32), mode="lines", name=f"T = {temperature:g}",
+             line=dict(color=QUERY_COLOUR, width=1.5), text=labels,
+             hovertemplate="%{text}<br>%{y:.3f} bits<extra>T = " + f"{temperature:g}</extra>"),
+        dict(type="scatter", x=xs, y=np.asarray(limit, dtype=np.float32), mode="lines",
+             name="uniform (largest possible)", line=dict(color="#222222", width=1, dash="dot"), hoverinfo="skip"),
+    ]
+    top = float(np.max(limit)) if np.size(limit) else 1.0
+    layout = dict(height=340, margin=dict(l=10, r=10, t=30, b=10), font=FONT,
+                  yaxis=dict(title=dict(text="entropy (bits)"), range=[0, max(top, 0.1) * 1.15]),
+                  xaxis=dict(title=dict(text=f"{q_title}: position"), range=[-0.5, n - 0.5], tickformat=",d"),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return go.Figure(data=data, layout=layout)
+
+
 def difference_heatmap(diff: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "",
                        q_title: str = "query", k_title: str = "key", height: Optional[int] = None) -> go.Figure:
     """A - B on a diverging scale centred at 0 (blue: A attends more, red: B attends more).
@@ -342,6 +570,35 @@ def difference_heatmap(diff: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequ
     if title:
         layout["title"] = _caption_title(title)
         layout["margin"] = dict(l=10, r=10, t=10, b=44)
+    return go.Figure(data=[trace], layout=layout)
+
+
+def pooled_difference_heatmap(pooled: np.ndarray, n_q: int, n_k: int, block: tuple[int, int], title: str = "",
+                              q_title: str = "query", k_title: str = "key", height: int = 340) -> go.Figure:
+    """difference_heatmap for long inputs: A - B pooled (heatmaps.pool "absmax": each cell the difference of largest
+    size in its block, with its sign, so one strong disagreement stays visible) on axes in token positions, as int8
+    percentages of the symmetric range; the colour bar says how it was pooled."""
+    pooled = np.asarray(pooled, dtype=np.float32)
+    bq, bk = block
+    limit = float(max(0.05, np.abs(pooled).max() if pooled.size else 0.0))
+    z = np.clip(np.rint(pooled / limit * 100), -100, 100).astype(np.int8)  # percent of the range
+    cells = f"{bq} × {bk}"
+    trace = dict(type="heatmap", z=z, x0=(bk - 1) / 2, dx=bk, y0=(bq - 1) / 2, dy=bq, zmin=-100, zmax=100, zmid=0,
+                 colorscale=DIFF_SCALE,
+                 hovertemplate=f"query ≈ %{{y:.0f}}<br>key ≈ %{{x:.0f}}<br>largest A − B of the {cells} block about "
+                               f"%{{z}}% of ±{limit:.2f}<extra></extra>",
+                 colorbar=dict(title=dict(text=f"A − B, largest<br>of {cells} tokens"),
+                               tickvals=[-100, -50, 0, 50, 100],
+                               ticktext=[f"{v * limit:+.2f}" for v in (-1, -0.5, 0, 0.5, 1)]))
+    layout = dict(
+        height=height, font=FONT, margin=dict(l=10, r=10, t=10, b=44 if title else 10),
+        xaxis=dict(side="top", title=dict(text=k_title), range=[-0.5, n_k - 0.5], zeroline=False, showgrid=False,
+                   automargin=True),
+        yaxis=dict(title=dict(text=q_title), range=[n_q - 0.5, -0.5], zeroline=False, showgrid=False,
+                   automargin=True),
+    )
+    if title:
+        layout["title"] = _caption_title(title)
     return go.Figure(data=[trace], layout=layout)
 
 

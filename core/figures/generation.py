@@ -11,13 +11,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.heatmaps import ATTENTION_SCALE, unique_labels
+from core.figures.heatmaps import ATTENTION_SCALE, pool, pool_block, unique_labels
 
 WITH, WITHOUT = "#0072B2", "#D55E00"  # Okabe-Ito blue / vermillion: colour-blind safe
 MUTED, PICKED = "#7f8fa6", "#D55E00"
 FONT = dict(size=14)
 LEGEND_BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0)
 DIVERGING = "RdBu"
+TENSOR_CELLS = 256  # rows and columns a hook's tensor is drawn with at most: 65,536 cells, ~0.4 MB sent
 # One fill per box of the block diagram (Okabe-Ito tints).
 BOX_FILL = {"embedding": "#E8E8E8", "self-attention": "#CCE3F2", "cross-attention": "#F9DCC4",
             "MLP": "#D5EDE0", "final norm": "#EFE6F5", "unembedding": "#E8E8E8", "residual stream": "#FFFFFF"}
@@ -103,17 +104,48 @@ def family_diagram(columns: Sequence[tuple[str, Sequence[tuple[str, str, str]], 
     return fig
 
 
+def tensor_blocks(rows: int, cols: int) -> tuple[int, int]:
+    """The block of cells (rows, columns) a `[rows cols]` tensor is drawn in: 1 x 1 while it has at most
+    TENSOR_CELLS of each, so the figure never sends more than TENSOR_CELLS² cells (a 1,024-token pattern of four
+    heads is 1,024 x 4,096 cells, 23 MB as floats)."""
+    return pool_block(rows, TENSOR_CELLS), pool_block(cols, TENSOR_CELLS)
+
+
+def block_labels(labels: Sequence[str], block: int) -> list[str]:
+    """One label per block of `block` consecutive labels: the positions it spans and its first label's text
+    ("8–15: cat"), or the label itself for blocks of one."""
+    labels = [str(label) for label in labels]
+    if block == 1:
+        return labels
+    out = []
+    for start in range(0, len(labels), block):
+        stop = min(len(labels), start + block) - 1
+        first = labels[start].split(":", 1)[-1]
+        out.append(f"{start}–{stop}: {first}" if first != str(start) else f"{start}–{stop}")
+    return out
+
+
 def tensor_heatmap(matrix: np.ndarray, row_labels: Sequence[str], col_title: str, row_title: str,
                    title: str = "", weights: bool = False, col_labels: Optional[Sequence[str]] = None) -> go.Figure:
     """A tensor shown as a matrix `[rows cols]`: on a diverging scale centred at zero, or, for
     attention weights (`weights`), on the fixed 0..1 attention scale. `col_labels` (distinct) names the
-    columns, e.g. the tokens whose logits they are; without them columns are numbered."""
+    columns, e.g. the tokens whose logits they are; without them columns are numbered. A tensor larger than
+    TENSOR_CELLS a side is drawn in blocks (`tensor_blocks`): each block's largest weight, or for other tensors
+    its value of largest size with its sign, so one strong cell stays visible; the labels name the positions each
+    block spans."""
     matrix = np.asarray(matrix, dtype=np.float32)
+    bq, bk = tensor_blocks(*matrix.shape)
+    rows = unique_labels(row_labels)
+    if (bq, bk) != (1, 1):
+        cols = col_labels if col_labels is not None else [str(i) for i in range(matrix.shape[1])]
+        matrix = pool(matrix, (bq, bk), "max" if weights else "absmax")  # [rows/bq cols/bk]
+        rows, col_labels = block_labels(rows, bq), block_labels(cols, bk)
     bound = float(np.abs(matrix).max()) or 1.0
     zmin, zmax, scale = (0.0, 1.0, ATTENTION_SCALE) if weights else (-bound, bound, DIVERGING)
     x = {"x": [str(c) for c in col_labels]} if col_labels is not None else {}
-    fig = go.Figure(go.Heatmap(z=matrix, y=unique_labels(row_labels), zmin=zmin, zmax=zmax, colorscale=scale, **x,
-                               hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>"))
+    what = "value" if (bq, bk) == (1, 1) else f"{'largest' if weights else 'largest-size'} value of {bq} × {bk} cells"
+    fig = go.Figure(go.Heatmap(z=matrix, y=rows, zmin=zmin, zmax=zmax, colorscale=scale, **x,
+                               hovertemplate=f"row %{{y}}<br>column %{{x}}<br>{what} %{{z:.4f}}<extra></extra>"))
     fig.update_layout(title=_title(title), height=max(260, min(560, 80 + 22 * matrix.shape[0])), font=FONT,
                       margin=dict(l=10, r=10, t=50 if title else 10, b=10),
                       xaxis=dict(title=dict(text=col_title), **({"type": "category"} if col_labels is not None else {})),

@@ -176,30 +176,51 @@ def singular_value_bars(s: np.ndarray, d_head: int, title: str = "") -> go.Figur
     return _layout(fig, title, height=280, showlegend=False)
 
 
+SCATTER_LABELS = 64  # tokens a side up to which the Q & K plane writes every token and every strong line
+
+
 def qk_scatter(q2: np.ndarray, k2: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str],
                pattern: np.ndarray, explained: np.ndarray, min_weight: float = 0.2, title: str = "") -> go.Figure:
     """Queries (circles) and keys (diamonds) of one head in a shared 2-D PCA plane.
 
     A line joins each query to every key it gives at least `min_weight` of its attention; the
-    line's width and opacity follow the weight.
+    line's width and opacity follow the weight. Past SCATTER_LABELS tokens (a long input: thousands of labels
+    would cover each other) the points carry their token in the hover only, and each query keeps one line, to
+    its strongest key when that has at least `min_weight`, all in one trace (a trace per line at 1,024 tokens
+    was thousands of traces).
     """
     q_lab, k_lab = unique_labels(q_tokens), unique_labels(k_tokens)
     fig = go.Figure()
     pattern = np.asarray(pattern, dtype=np.float64)
-    for i in range(pattern.shape[0]):
-        for j in np.nonzero(pattern[i] >= min_weight)[0]:
-            w = float(pattern[i, j])
-            fig.add_trace(go.Scatter(x=[q2[i, 0], k2[j, 0]], y=[q2[i, 1], k2[j, 1]], mode="lines",
-                                     line=dict(color=f"rgba(80,80,80,{0.25 + 0.7 * w:.2f})", width=1 + 5 * w),
-                                     hoverinfo="text", text=f"q {q_lab[i]} → k {k_lab[j]}: {w:.2f}",
-                                     showlegend=False))
-    fig.add_trace(go.Scatter(x=k2[:, 0], y=k2[:, 1], mode="markers+text", name="keys",
-                             marker=dict(symbol="diamond", size=13, color=KEY_COLOUR, line=dict(color="white", width=1)),
-                             text=list(k_tokens), textposition="bottom center", textfont=dict(color=KEY_COLOUR, size=14),
+    long = max(len(q_tokens), len(k_tokens)) > SCATTER_LABELS
+    if long:
+        best = pattern.argmax(axis=1)  # [q]
+        strong = np.nonzero(pattern[np.arange(len(best)), best] >= min_weight)[0]
+        xs = np.full(3 * len(strong), np.nan)
+        ys = np.full(3 * len(strong), np.nan)
+        xs[0::3], xs[1::3] = q2[strong, 0], k2[best[strong], 0]  # segments separated by gaps (NaN)
+        ys[0::3], ys[1::3] = q2[strong, 1], k2[best[strong], 1]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="rgba(80,80,80,0.35)", width=1),
+                                 hoverinfo="skip", name=f"strongest key ≥ {min_weight:g}", showlegend=True))
+    else:
+        for i in range(pattern.shape[0]):
+            for j in np.nonzero(pattern[i] >= min_weight)[0]:
+                w = float(pattern[i, j])
+                fig.add_trace(go.Scatter(x=[q2[i, 0], k2[j, 0]], y=[q2[i, 1], k2[j, 1]], mode="lines",
+                                         line=dict(color=f"rgba(80,80,80,{0.25 + 0.7 * w:.2f})", width=1 + 5 * w),
+                                         hoverinfo="text", text=f"q {q_lab[i]} → k {k_lab[j]}: {w:.2f}",
+                                         showlegend=False))
+    mode, size = ("markers", 6) if long else ("markers+text", 13)
+    fig.add_trace(go.Scatter(x=k2[:, 0], y=k2[:, 1], mode=mode, name="keys",
+                             marker=dict(symbol="diamond", size=size, color=KEY_COLOUR, line=dict(color="white", width=1)),
+                             text=None if long else list(k_tokens), textposition="bottom center",
+                             textfont=dict(color=KEY_COLOUR, size=14),
                              customdata=k_lab, hovertemplate="key %{customdata}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=q2[:, 0], y=q2[:, 1], mode="markers+text", name="queries",
-                             marker=dict(symbol="circle", size=12, color=QUERY_COLOUR, line=dict(color="white", width=1)),
-                             text=list(q_tokens), textposition="top center", textfont=dict(color=QUERY_COLOUR, size=14),
+    fig.add_trace(go.Scatter(x=q2[:, 0], y=q2[:, 1], mode=mode, name="queries",
+                             marker=dict(symbol="circle", size=size - 1, color=QUERY_COLOUR,
+                                         line=dict(color="white", width=1)),
+                             text=None if long else list(q_tokens), textposition="top center",
+                             textfont=dict(color=QUERY_COLOUR, size=14),
                              customdata=q_lab, hovertemplate="query %{customdata}<extra></extra>"))
     fig.update_xaxes(title=f"PC 1 ({explained[0]:.0%} of the spread)", zeroline=False)
     fig.update_yaxes(title=f"PC 2 ({explained[1]:.0%})", zeroline=False, scaleanchor="x", scaleratio=1)

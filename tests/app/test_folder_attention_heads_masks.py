@@ -14,6 +14,7 @@ import torch
 
 from core.analysis.attention import attention_kinds
 from core.analysis.heads.circuits import qk_circuit
+from core.figures.attention import GRID_CELLS
 from core.figures.heatmaps import unique_labels
 from core.tasks import IGNORE
 from tests.app.conftest import app_at, assert_ok, decode_array
@@ -148,8 +149,8 @@ def test_temperature_on_an_encoder_checkpoint_shows_its_guesses(folder_models):
 
 @pytest.fixture(scope="module")
 def gpt2_12x12(tmp_path_factory) -> Path:
-    """A GPT-2-shaped checkpoint with GPT-2 small's 12 layers x 12 heads (narrow: d_model 96) and room for the
-    pages' 128 tokens."""
+    """A GPT-2-shaped checkpoint with GPT-2 small's 12 layers x 12 heads (narrow: d_model 96) and a context of 256
+    tokens (the sidebar's cap for it)."""
     root = tmp_path_factory.mktemp("models-12x12")
     save_hf(tiny_hf_model("gpt2", n_layer=12, n_head=12, n_embd=96, n_positions=256), root / "gpt2-12x12")
     return root
@@ -162,15 +163,19 @@ def big(gpt2_12x12, tmp_path, monkeypatch) -> str:
     return "folder:gpt2-12x12"
 
 
-LONG_TEXT = " ".join(["The animal didn't cross the street because it was too tired."] * 6)
+LONG_TEXT = " ".join(["The animal didn't cross the street because it was too tired."] * 6)  # 287 tokens here
 
 
 def test_every_head_grid_stays_readable_at_12_by_12_heads(big):
-    """144 heads of 128 tokens: each column titled "H h" (a "head h" would overprint its neighbours at 29 px a
-    head), rows 72 px tall rather than 190 (square-ish heads, not 2.5k px strips), 2% gaps between heads, every
-    head drawn with the model's own token labels."""
+    """144 heads of 256 tokens (the model's context; the text is cut to it): each column titled "H h" (a "head h"
+    would overprint its neighbours at 29 px a head), rows 72 px tall rather than 190 (square-ish heads, not 2.5k px
+    strips), 2% gaps between heads; every head pooled (the largest weight of each block, said on the colour bar) so
+    that the grid ships at most GRID_CELLS cells, on axes counted in positions. 9.4 million cells drawn whole were
+    13 MB."""
     at = app_at(ATTENTION, {"model": big, "input": LONG_TEXT})
     no_error(at)
+    n = len(ids_of(big, LONG_TEXT)[:256])
+    assert n == 256
     spec = chart(at, "attention.fig_grid")
     assert len(spec["data"]) == 144
     titles = [a["text"] for a in spec["layout"]["annotations"]]
@@ -180,15 +185,16 @@ def test_every_head_grid_stays_readable_at_12_by_12_heads(big):
     first = lay["yaxis"]["domain"]
     assert (first[1] - first[0]) * plot == pytest.approx(72, abs=0.5)
     assert lay["xaxis2"]["domain"][0] - lay["xaxis"]["domain"][1] == pytest.approx(0.02, abs=1e-6)
-    tokens = loaded(big)[1].vocab.decode(ids_of(big, LONG_TEXT)[:128])
-    assert list(spec["data"][0]["y"]) == unique_labels(tokens)
-    assert decode_array(spec["data"][0]["z"]).shape == (128, 128)
+    cells = [decode_array(t["z"]).shape for t in spec["data"]]
+    assert sum(q * k for q, k in cells) <= GRID_CELLS and cells[0][0] < n
+    assert "largest weight" in lay["coloraxis"]["colorbar"]["title"]["text"]
+    assert lay["xaxis"]["range"] == [-0.5, n - 0.5]  # positions, 0 .. 255
     at.session_state["attention.view"] = "export"
     at.run()
     no_error(at)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert "Download CSV (layer 0)" in labels  # 12 x 12 x 128 x 128 rows would be 2.4 million
-    assert "2,359,296 rows" in texts(at)
+    assert "Download CSV (layer 0, head 0)" in labels  # 12 x 12 x 256 x 256 rows would be 9.4 million
+    assert f"{144 * n * n:,} rows" in texts(at)
     at.session_state["attention.view"] = "scale"
     at.run()
     no_error(at)
@@ -322,18 +328,21 @@ def test_a_12_by_12_model_bounds_pairs_and_ranking_to_the_picked_layer(big):
 # Masks
 
 
-def test_a_long_text_is_cut_to_what_the_mask_editor_draws(folder_models):
-    """The tiny GPT-2 splits the example sentence into 47 tokens: the editor, the graph and the model panels were
-    all refused. Now the page reads the first 32 tokens, says so, and scores each of their next tokens."""
+def test_a_text_as_long_as_the_context_is_drawn_whole(folder_models):
+    """The tiny GPT-2 (a context of 64 tokens) splits two example sentences into more tokens than it reads: the
+    sidebar keeps the first 64, which the editor draws whole (it draws up to 64; tests/app/test_long_inputs.py
+    cuts a longer context's text), and each of their next tokens is scored."""
     model_id = folder_models["gpt2"]
-    at = app_at(MASKS, {"model": model_id})
-    no_error(at)
-    assert any("this page reads its first 32 tokens" in i.value for i in at.info)
-    assert at.data_editor[0].value.shape == (32, 32)
     _, task = loaded(model_id)
-    ids = task.vocab.encode(task.example_text(0))
+    text = task.example_text(0) + " " + task.example_text(1)
+    ids = task.vocab.encode(text)
+    assert len(ids) > 65
+    at = app_at(MASKS, {"model": model_id, "input": text})
+    no_error(at)
+    assert not any("draws every pair of tokens" in i.value for i in at.info)
+    assert at.data_editor[0].value.shape == (64, 64)
     table = next(d.value for d in at.dataframe if "yours: predicts" in d.value.columns)
-    assert list(table["right answer"]) == task.vocab.decode(ids[1:33])  # the text's next tokens, as labels
+    assert list(table["right answer"]) == task.vocab.decode(ids[1:64])  # the text's next tokens, as labels
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -178,7 +178,7 @@ def test_a_decoder_steps_with_and_without_its_cache_in_token_labels(folder_model
     steps = labelled(at, "slider", "tokens to generate").value
     assert labelled(at, "slider", "tokens to generate").max <= 16  # the bounds said on the page
     assert labelled(at, "slider", "prompt tokens").max <= 64
-    assert any("a prompt of at most 64 tokens here and writes at most 16" in c.value for c in at.caption)
+    assert any("A checkpoint from a folder writes at most 16 tokens here" in c.value for c in at.caption)
     ids = sidebar_ids(at, model_id)
     greedy = model.generate(ids[:, :prompt], steps, use_cache=False)[0].tolist()
     for t in (0, 1, steps - 1):

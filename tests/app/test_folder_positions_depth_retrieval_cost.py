@@ -224,9 +224,12 @@ def lens(at) -> dict:
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
-def test_depth_logit_lens_reads_the_models_own_head(folder_models, kind):
+def test_depth_logit_lens_reads_the_models_own_head(folder_models, kind, monkeypatch):
     """The lens's top row is the model's own prediction at every position (BERT: through its masked-LM head),
     written as token labels; GPT-2's colour is p(next token)."""
+    from ui.depth import view as V
+
+    monkeypatch.setattr(V, "LENS_SHOWN", 1024)  # every position in one lens (the page draws 16 at a time)
     model_id = folder_models[kind]
     at = app_at("pages/depth.py", {"model": model_id})
     assert_ok(at)
@@ -275,7 +278,8 @@ def test_depth_logit_lens_is_a_window_when_the_vocabulary_is_big(folder_models, 
     with torch.no_grad():
         logits = model(torch.tensor([ids]))[0]
     assert list(cell["text"][-1]) == M.text_task(model_id).vocab.decode(logits[11:21].argmax(-1).tolist())
-    assert any(f"Positions 11 to 20 of {len(ids)}" in c and "320 tokens per position" in c for c in texts(at, "caption"))
+    assert any(f"positions 11 to 20 of your {len(ids)}" in c and "320 tokens per position" in c
+               for c in texts(at, "caption"))
     at.selectbox(key="depth.pos").set_value(3).run()
     assert_ok(at)
     assert list(lens(at)["x"]) == [f"{p}:{labels[p]}" for p in range(10)]  # the window follows the position

@@ -235,12 +235,14 @@ def test_url_params_are_validated_and_clamped():
     np.testing.assert_array_equal(z(bad, "your mask (every layer)"), M.full(N).numpy())
 
 
-def test_long_inputs_are_capped_and_said_so():
-    long_input = "<bos> " + " ".join(["3"] * 36) + " odd"
+def test_long_inputs_are_cut_to_the_editor_and_said_so():
+    """An input longer than the editor draws (64 tokens) is no longer refused: the page reads its first 64 tokens,
+    says why, and every panel runs on those."""
+    long_input = "<bos> " + " ".join(["3"] * 76) + " odd"
     at = open_masks(model=ENCODER, input=long_input)
     assert_ok(at)
-    assert any("limited to 32 tokens" in w.value for w in at.warning)
-    assert not at.data_editor
+    assert any("draws every pair of tokens" in i.value and "first 64 tokens of your 78" in i.value for i in at.info)
+    assert at.data_editor[0].value.shape == (64, 64)
     chart(at, "measured ")  # the cost panel still runs
 
 

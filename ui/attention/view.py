@@ -14,29 +14,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from core.analysis import attention as A
-from core.figures.attention import SPREAD_BARS_MAX
-from core.figures.heatmaps import EXACT_CELLS
+from core.figures.attention import GRID_CELLS, SPREAD_BARS_MAX, TOP_KEYS, TOP_LINES, grid_more
+from core.figures.heatmaps import EXACT_CELLS, WINDOW_MAX, pool, pool_block
 from ui.attention.runs import (bars_figure, curve_figure, diff_figure, dot_samples, dots_figure, entropy_figure,
-                               grid_figure, head_figure, lines_figure, run_patterns, run_spread, run_steps,
-                               spread_figure, spread_table_figure, steps_figure, sweep)
+                               entropy_lines_figure, full_patterns, grid_figure, head_figure, lines_figure,
+                               overview_figure, pooled_diff_figure, pooled_grid_figure, run_spread, run_steps,
+                               spread_figure, spread_table_figure, steps_figure, summary, sweep, top_bars_figure,
+                               top_lines_figure, window_figure)
 from ui.shell.export import chart_config, file_stem
 from ui.shell.kinds import KIND_HELP, short_kind
 from ui.shell.models import is_text_model
 from ui.shell.page import csv_download, lead, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Flag, Float, Int, Params, Text, general
 from ui.shell.sections import Sections
-from ui.shell.sidebar import MAX_INPUT_TOKENS, SEED_KEY, Selection, example_text, selection_for
+from ui.shell.sidebar import SEED_KEY, Selection, example_text, max_tokens, selection_for
 
 TEMPERATURES = (0.1, 0.2, 0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 STEPS_HEAD, STEPS_TOY = "head", "toy"
 CMP_HEADS, CMP_INPUTS = "heads", "inputs"
 EXPORT_CSV_ROWS = 200_000  # a CSV of more rows is cut to the open layer (12 heads x 128 x 128 tokens fit: 196,608)
+# Past this many, a CSV holds the open head, then the window (a 1,024-token head is a million rows), and the .npz
+# the open layer: every layer of a 4 x 4-head model at 1,024 tokens fits (64 MB of float32, made on the click).
+EXPORT_NPZ_CELLS = 2 ** 24
+WINDOW_SIZES = (16, 32, 64)  # tokens a side of the One head view's full-resolution window (at most WINDOW_MAX)
+TABLE_ROWS = 64  # rows of a predictions table drawn on the page; its CSV holds them all
+WINDOW_FOLLOW_KEY = "attention.window_follows"  # the query row the window was last moved to
 SHOWN_DIMS = 6  # vector components written out in the arithmetic (more would not fit a projector line)
 # The views: URL value -> label. Only the open view is drawn, so a rerun pays for one view.
 VIEW_GRID, VIEW_HEAD, VIEW_STEPS, VIEW_TEMP, VIEW_CMP, VIEW_EXPORT = "grid", "head", "steps", "temp", "compare", "export"
@@ -69,6 +78,8 @@ URL = Params(
     Int("dk_keys", 16, lo=2, hi=128, omit_default=True),
     Flag("dk_scaled", False, omit_default=True),
     Int("dk_seed", 0, lo=0, hi=9999, omit_default=True),
+    Choice("win", 32, choices=WINDOW_SIZES, omit_default=True),
+    Int("wq", 0, lo=0, hi=0), Int("wk", 0, lo=0, hi=0),
 )
 
 
@@ -162,18 +173,31 @@ def overview_panel(sel: Selection):
 @S.section("grid.heads", reads=("kind", "layer", "head", "temp"), view=VIEW_GRID)
 def overview_heads(sel: Selection) -> None:
     """A one-line lead, the grid of every head, and the full reading guide (whose rounding note depends on the
-    kind's tokens) one click away under it: the grid is the page's first figure and starts on the first screen."""
+    kind's tokens) one click away under it: the grid is the page's first figure and starts on the first screen.
+    Past GRID_CELLS cells in all (long inputs, many heads) each head is pooled, which the guide says."""
     v = picked(sel)
-    patterns = run_patterns(sel, v.kind, v.temperature)[0]
-    n_l, n_h = patterns.shape[:2]
+    s = summary(sel, v.kind, v.temperature, v.layer)
+    n_l, n_h = s.overview.shape[:2]
+    exact = s.block == (1, 1) and s.overview.size <= GRID_CELLS
     st.markdown(f"**Every head at once:** rows are layers, columns are heads ({n_l} × {n_h} here).")
-    st.plotly_chart(grid_figure(patterns, v.q_tokens, v.k_tokens, selected=(v.layer, v.head)),
-                    key="attention.fig_grid", config=chart_config("attention", sel.model_id, f"every-head-{v.kind.key}"))
+    if exact:
+        figure = grid_figure(s.overview, v.q_tokens, v.k_tokens, selected=(v.layer, v.head))
+        inside = ("Inside a square, row *i* is a query token and column *j* a key token, and the colour is how much "
+                  "of query *i*'s attention goes to key *j*")
+        hover = f"Hover to read the tokens and the weight{_rounding_note(s.overview.size)}."
+    else:
+        figure = pooled_grid_figure(s.overview, s.n_q, s.n_k, s.block, selected=(v.layer, v.head))
+        more = grid_more(n_l * n_h, s.n_q, s.n_k, s.block)
+        block = f"{s.block[0] * more[0]} × {s.block[1] * more[1]}"
+        inside = (f"This input is long ({s.n_q:,} × {s.n_k:,} tokens a head), so each square is pooled: a cell is "
+                  f"a block of {block} tokens and shows **the largest weight in it**, so a single strong weight "
+                  f"(a thin diagonal) stays visible. The axes count positions; the One head view shows the tokens")
+        hover = "Hover to read the positions and the weight (to the nearest percent)."
+    st.plotly_chart(figure, key="attention.fig_grid",
+                    config=chart_config("attention", sel.model_id, f"every-head-{v.kind.key}"))
     with st.expander("How to read this chart"):
-        st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. Inside a "
-                    f"square, row *i* is a query token and column *j* a key token, and the colour is how much of "
-                    f"query *i*'s attention goes to key *j* (0 dark blue to 1 yellow; every row adds up to 1). "
-                    f"Hover to read the tokens and the weight{_rounding_note(patterns.size)}. This model has "
+        st.markdown(f"Each small square is one head: **rows of the grid are layers, columns are heads**. {inside} "
+                    f"(0 dark blue to 1 yellow; every row adds up to 1). {hover} This model has "
                     f"{n_l} layers × {n_h} heads. The open head (the Layer and Head buttons above) is framed "
                     f"in orange.")
 
@@ -184,12 +208,32 @@ def head_panel(sel: Selection):
     head_query(sel)
 
 
+def is_long(n_q: int, n_k: int) -> bool:
+    """Whether a head of n_q x n_k is read as a pooled overview and a window: more tokens on a side than
+    WINDOW_MAX labels that fit without overlapping. Shorter inputs are drawn whole, every cell and label."""
+    return max(n_q, n_k) > WINDOW_MAX
+
+
 @S.section("head.intro", reads=("kind", "layer", "head"), view=VIEW_HEAD)
 def head_intro(sel: Selection) -> None:
     """The view's heading, which names the layer and the head, and its reading guide (whose rounding note
     depends on the kind's tokens)."""
     v = picked(sel)
     st.subheader(f"Layer {v.layer}, head {v.head} up close")
+    if is_long(len(v.q_tokens), len(v.k_tokens)):
+        lead("Top: the **whole pattern**, pooled. Under it: the **window** in its orange box, every cell and token. "
+             "Move the window with the sliders; the lines and bars show where its queries look.",
+             "How to read these charts",
+             f"This input is too long to draw every cell with its tokens ({len(v.q_tokens):,} × {len(v.k_tokens):,}). "
+             f"The first chart shows the whole pattern with each cell standing for a block of tokens and showing the "
+             f"**largest weight in the block** (its colour bar says how large the blocks are), so a single strong "
+             f"weight, such as a thin diagonal, stays visible. The orange box is the **window**: the second chart "
+             f"draws those queries and keys at full resolution, with their tokens; hover to read a weight. Pick the "
+             f"window's size and where its rows and columns start above it. The lines show, for each query of the "
+             f"window, its {TOP_LINES} strongest keys anywhere in the input; the bars show the chosen query's "
+             f"{TOP_KEYS} strongest keys and what the others hold together. Picking a query outside the window moves "
+             f"the window to it.")
+        return
     lead("Left: the pattern, large. Right: the same numbers as lines, **queries on the left, keys on the right**.",
          "How to read these charts",
          "Left: the same pattern, large. Right: the same numbers as lines, **queries on the left, keys "
@@ -202,36 +246,114 @@ def head_intro(sel: Selection) -> None:
 @S.section("head.query", reads=("kind", "layer", "head", "temp"), view=VIEW_HEAD)
 def head_query(sel: Selection):
     """The query picker and everything it marks: the heatmap's outlined row, the orange lines and the bars.
-    A new query row changes only these, so the heading and the explanation above stay as drawn."""
+    A new query row changes only these, so the heading and the explanation above stay as drawn. A long input's
+    window controls live here too."""
     v = picked(sel)
     kind, q_tokens, k_tokens, layer, head, temperature = v.kind, v.q_tokens, v.k_tokens, v.layer, v.head, \
         v.temperature
-    pattern = run_patterns(sel, kind, temperature)[0][layer, head]
+    s = summary(sel, kind, temperature, layer)
     t = "" if temperature == 1 else f", T = {temperature:g}"
     qpos = pick_query(q_tokens)
-    left, right = st.columns([3, 2])
-    with left:
-        st.plotly_chart(head_figure(pattern, q_tokens, k_tokens, kind.query_title, kind.key_title,
-                                    title=f"{short_kind(kind)}: layer {layer}, head {head}{t}", query=qpos,
-                                    height=max(440, min(900, 120 + 28 * len(q_tokens)))),
-                        key="attention.fig_head",
-                        config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-heatmap"))
-    with right:
-        st.plotly_chart(lines_figure(pattern, q_tokens, k_tokens, query=qpos, q_title=kind.query_title,
-                                     k_title=kind.key_title), key="attention.fig_lines",
-                        config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-lines"))
-    allowed = A.causal_allowed(len(q_tokens), len(k_tokens), kind.causal)[qpos]
-    st.plotly_chart(bars_figure(pattern[qpos], k_tokens, allowed, k_title=kind.key_title,
-                                 title=f"Where query {qpos}:{q_tokens[qpos]} looks (its row of the heatmap){t}"),
-                    key="attention.fig_bars",
-                    config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-query{qpos}"))
-    hidden = int((~allowed).sum())
-    if kind.causal and hidden:
+    n_q, n_k = len(q_tokens), len(k_tokens)
+    if is_long(n_q, n_k):
+        long_head(sel, v, s, qpos, t)
+    else:
+        pattern = s.layer(layer)[head]
+        left, right = st.columns([3, 2])
+        with left:
+            st.plotly_chart(head_figure(pattern, q_tokens, k_tokens, kind.query_title, kind.key_title,
+                                        title=f"{short_kind(kind)}: layer {layer}, head {head}{t}", query=qpos,
+                                        height=max(440, min(900, 120 + 28 * len(q_tokens)))),
+                            key="attention.fig_head",
+                            config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-heatmap"))
+        with right:
+            st.plotly_chart(lines_figure(pattern, q_tokens, k_tokens, query=qpos, q_title=kind.query_title,
+                                         k_title=kind.key_title), key="attention.fig_lines",
+                            config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-lines"))
+        allowed = A.causal_allowed(len(q_tokens), len(k_tokens), kind.causal)[qpos]
+        st.plotly_chart(bars_figure(pattern[qpos], k_tokens, allowed, k_title=kind.key_title,
+                                    title=f"Where query {qpos}:{q_tokens[qpos]} looks (its row of the heatmap){t}"),
+                        key="attention.fig_bars",
+                        config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-query{qpos}"))
+    hidden = int((~A.allowed_row(n_k, qpos, kind.causal)).sum())
+    long = is_long(n_q, n_k)
+    if kind.causal and hidden and long:
+        st.caption(f"The causal mask hides the {hidden:,} later keys from this query (their weight is exactly 0); "
+                   f"the bars rank the {n_k - hidden:,} it may see.")
+    elif kind.causal and hidden:
         st.caption(f"The {hidden} grey bars are later keys the causal mask hides from this query: their weight "
                    f"is exactly 0.")
     elif kind.causal:
         st.caption("This is the last query, so the causal mask hides nothing from it; pick an earlier query "
-                   "to see masked keys (grey bars with weight exactly 0).")
+                   "to see masked keys" + ("." if long else " (grey bars with weight exactly 0)."))
+
+
+def window_controls(n_q: int, n_k: int, qpos: int) -> tuple[int, int, int]:
+    """The window's size and the first query row and key column it shows (all in the URL as `win`, `wq`, `wk`).
+    It starts on the diagonal at the chosen query; when the query changes to a row outside it, it moves there."""
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
+        sizes = tuple(w for w in WINDOW_SIZES if w <= max(n_q, n_k)) or WINDOW_SIZES[:1]
+        size = URL.win.widget(st.segmented_control, "Window", choices=sizes, required=True, format_func=lambda w: f"{w}²",
+                              help="How many queries and keys the full-resolution window shows: its tokens are "
+                                   "written on both axes (every 2nd past what fits).")
+        size_q, size_k = min(size, n_q), min(size, n_k)
+        start_q, start_k = window_start(n_q, n_k, size, qpos)
+        q0 = URL.wq.seed(hi=n_q - size_q, default=start_q)
+        if st.session_state.get(WINDOW_FOLLOW_KEY, qpos) != qpos and not q0 <= qpos < q0 + size_q:
+            st.session_state[URL.wq.key] = start_q  # a new query outside the window: the window follows it
+            if n_q == n_k:
+                st.session_state[URL.wk.key] = start_k
+        st.session_state[WINDOW_FOLLOW_KEY] = qpos
+        q0 = URL.wq.widget(st.slider, "Window's queries from", hi=n_q - size_q, default=start_q, width=165,
+                           help="The first query row the window shows.")
+        k0 = URL.wk.widget(st.slider, "keys from", hi=n_k - size_k, default=start_k, width=165,
+                           help="The first key column the window shows.")
+    return int(q0), int(k0), int(size)
+
+
+def window_start(n_q: int, n_k: int, size: int, qpos: int) -> tuple[int, int]:
+    """Where a window of `size` starts for query `qpos`: that query in its last row and, for self-attention, the
+    same keys (the diagonal block, where a causal head's weights are); cross-attention's last keys."""
+    size_q, size_k = min(size, n_q), min(size, n_k)
+    start_q = min(max(0, qpos - size_q + 1), n_q - size_q)
+    start_k = min(start_q, n_k - size_k) if n_q == n_k else max(0, n_k - size_k)
+    return start_q, start_k
+
+
+def long_head(sel: Selection, v: "View", s: A.PatternSummary, qpos: int, t: str) -> None:
+    """One head of a long input: the pooled overview with the window's box, the window at full resolution, each
+    window query's strongest keys as lines, and the chosen query's strongest keys as bars. Only the window, its rows
+    and the query's row are taken out of the kept pattern, and only they travel to the browser."""
+    kind, q_tokens, k_tokens, layer, head = v.kind, v.q_tokens, v.k_tokens, v.layer, v.head
+    n_q, n_k = len(q_tokens), len(k_tokens)
+    q0, k0, size = window_controls(n_q, n_k, qpos)
+    q1, k1 = min(n_q, q0 + size), min(n_k, k0 + size)
+    pattern = s.head(layer, head)  # [q k], as kept (float16 for a long input)
+    name = f"{short_kind(kind)}: layer {layer}, head {head}{t}"
+    st.plotly_chart(overview_figure(s.overview[layer, head], n_q, n_k, s.block, title=f"{name}, the whole pattern",
+                                    q_title=kind.query_title, k_title=kind.key_title, window=(q0, q1, k0, k1),
+                                    query=qpos),
+                    key="attention.fig_overview",
+                    config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-overview"))
+    window = np.asarray(pattern[q0:q1, k0:k1], dtype=np.float32)  # [window_q window_k]
+    st.plotly_chart(window_figure(window, q_tokens[q0:q1], k_tokens[k0:k1], (q0, k0), kind.query_title,
+                                  kind.key_title, title=f"The window: queries {q0}–{q1 - 1}, keys {k0}–{k1 - 1}",
+                                  query=qpos),
+                    key="attention.fig_head",
+                    config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-window-q{q0}-k{k0}"))
+    rows = np.asarray(pattern[q0:q1], dtype=np.float32)  # [window_q k]
+    st.plotly_chart(top_lines_figure(rows, q0, q_tokens, k_tokens, query=qpos, q_title=kind.query_title,
+                                     k_title=kind.key_title), key="attention.fig_lines",
+                    config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-lines-q{q0}"))
+    st.caption(f"The lines: each query of the window (rows {q0}–{q1 - 1}) with its {TOP_LINES} strongest keys "
+               f"anywhere in the input; the chosen query's in orange.")
+    allowed = A.allowed_row(n_k, qpos, kind.causal)
+    st.plotly_chart(top_bars_figure(np.asarray(pattern[qpos], dtype=np.float32), k_tokens, allowed,
+                                    k_title=kind.key_title,
+                                    title=f"Where query {qpos}:{q_tokens[qpos]} looks: its {TOP_KEYS} strongest "
+                                          f"keys{t}"),
+                    key="attention.fig_bars",
+                    config=chart_config("attention", sel.model_id, f"{kind.key}-l{layer}h{head}-query{qpos}"))
 
 
 def pick_query(q_tokens) -> int:
@@ -258,7 +380,7 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
                     temperature: float):
     """The arithmetic of one real query, recomputed from the model's q, k, v and checked against it."""
     cfg = sel.model.cfg
-    cache = run_steps(sel, kind, layer, temperature)
+    cache = run_steps(sel, kind, layer, head, temperature)
     steps, checks = A.head_steps(cache, cfg, kind, layer, head, qpos, [f"{j}:{t}" for j, t in enumerate(k_tokens)],
                                  f"{qpos}:{q_tokens[qpos]}", temperature)
     rope = cfg.pos == "rope" and kind.module == "attn"
@@ -292,7 +414,14 @@ def head_arithmetic(sel: Selection, kind: A.AttentionKind, layer: int, head: int
     st.dataframe(rows_table(rows), hide_index=True, width="stretch", key="attention.steps_table",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c, v in rows[0].items()
                                 if isinstance(v, float)})
-    st.plotly_chart(steps_figure(steps.scores, steps.weights, steps.key_labels, steps.allowed),
+    shown = np.arange(len(steps.key_labels))
+    if len(shown) > WINDOW_MAX:  # a thousand pairs of bars are slivers: the keys with the most weight
+        seen = np.flatnonzero(steps.allowed)
+        shown = np.sort(seen[np.argsort(-steps.weights[seen], kind="stable")[:TOP_KEYS]])
+        st.caption(f"The bars: the {len(shown)} keys with the most weight, in position order (the table above "
+                   f"has all {len(steps.key_labels):,}).")
+    st.plotly_chart(steps_figure(steps.scores[shown], steps.weights[shown], [steps.key_labels[j] for j in shown],
+                                 steps.allowed[shown]),
                     key="attention.fig_steps_bars",
                     config=chart_config("attention", sel.model_id, f"steps-{kind.key}-l{layer}h{head}-query{qpos}"))
     st.markdown("**6. Weighted sum of the values.** The head's output for this query is the average of the "
@@ -461,11 +590,11 @@ def temperature_entropy(sel: Selection) -> None:
     """The open head's mean entropy at T = 1 and at T, the mean over every head, and each row's entropy."""
     v = picked(sel)
     kind, layer, head, q_tokens, temperature = v.kind, v.layer, v.head, v.q_tokens, v.temperature
-    base_pat = run_patterns(sel, kind, 1.0)[0]
-    pat = base_pat if temperature == 1 else run_patterns(sel, kind, temperature)[0]
-    allowed = A.causal_allowed(len(q_tokens), base_pat.shape[-1], kind.causal)
-    before = A.row_entropy(base_pat[layer, head])
-    after = A.row_entropy(pat[layer, head])
+    base = summary(sel, kind, 1.0, layer)
+    hot = base if temperature == 1 else summary(sel, kind, temperature, layer)
+    allowed = A.causal_allowed(len(q_tokens), base.n_k, kind.causal)
+    before = base.entropy[layer, head]
+    after = hot.entropy[layer, head]
     # Short labels under one heading: in three columns beside the sidebar a long label ends in '...'.
     st.markdown("**Mean entropy of a row**")
     c1, c2, c3 = st.columns(3)
@@ -474,11 +603,12 @@ def temperature_entropy(sel: Selection) -> None:
     c2.metric(f"this head, T = {temperature:g}", f"{after.mean():.2f} bits",
               delta=f"{change:+.2f} bits" if abs(change) >= 0.005 else None, delta_color="off",
               help=f"Mean entropy of this head's rows at T = {temperature:g}.")
-    everywhere = A.row_entropy(pat).mean() - A.row_entropy(base_pat).mean()
-    c3.metric(f"all heads, T = {temperature:g}", f"{A.row_entropy(pat).mean():.2f} bits",
+    everywhere = hot.entropy.mean() - base.entropy.mean()
+    c3.metric(f"all heads, T = {temperature:g}", f"{hot.entropy.mean():.2f} bits",
               delta=f"{everywhere:+.2f} bits vs T = 1" if abs(everywhere) >= 0.005 else None, delta_color="off",
               help=f"Mean entropy over all heads and layers at T = {temperature:g}.")
-    st.plotly_chart(entropy_figure(before, after, A.max_entropy(allowed), q_tokens, temperature, kind.query_title),
+    figure = entropy_lines_figure if len(q_tokens) > WINDOW_MAX else entropy_figure  # a thousand bars are slivers
+    st.plotly_chart(figure(before, after, A.max_entropy(allowed), q_tokens, temperature, kind.query_title),
                     key="attention.fig_entropy",
                     config=chart_config("attention", sel.model_id, f"temperature-{kind.key}-l{layer}h{head}"))
 
@@ -490,15 +620,15 @@ def temperature_predictions(sel: Selection) -> bool:
     positions: that depends on the sidebar's input alone, so the caption under the table stays outside."""
     v = picked(sel)
     temperature = v.temperature
-    base_logits = run_patterns(sel, v.kind, 1.0)[1]
-    logits = base_logits if temperature == 1 else run_patterns(sel, v.kind, temperature)[1]
-    before_rows = A.predictions(base_logits, sel.targets)
-    after_rows = A.predictions(logits, sel.targets)
+    base = summary(sel, v.kind, 1.0, v.layer)
+    hot = base if temperature == 1 else summary(sel, v.kind, temperature, v.layer)
+    before_rows = A.prediction_rows(base.top_ids, base.top_probs, base.target_probs, sel.targets)
+    after_rows = A.prediction_rows(hot.top_ids, hot.top_probs, hot.target_probs, sel.targets)
     if not before_rows:
         if not is_text_model(sel.meta):
             st.info("This input has no scored positions, so there is no right answer to compare with.")
             return False
-        top_guesses(sel, base_logits, logits, temperature)
+        top_guesses(sel, base, hot, temperature)
         return False
     vocab = sel.task.vocab
     acc_b, acc_a = A.accuracy(before_rows), A.accuracy(after_rows)
@@ -517,40 +647,47 @@ def temperature_predictions(sel: Selection) -> bool:
         f"predicted, T = {temperature:g}": vocab.decode([a["predicted"]])[0] + ("  ✓" if a["correct"] else "  ✗"),
         f"p, T = {temperature:g}": f"{a['p(predicted)']:.3f}",
     } for b, a in zip(before_rows, after_rows)])
-    st.table(table.set_index("reads (position: token)"))  # a plain table: every row shows, large enough for a projector
+    changed = np.array([b["predicted"] != a["predicted"] for b, a in zip(before_rows, after_rows)])
+    shown_table(table, changed, "prediction")  # a plain table: every row shows, large enough for a projector
     csv_download(table, file_stem("attention", sel.model_id, f"predictions-T{temperature:g}") + ".csv",
                  "attention.temp_csv")
     return True
 
 
-def top_guesses(sel: Selection, base_logits: np.ndarray, logits: np.ndarray, temperature: float) -> None:
+def shown_table(table: pd.DataFrame, changed: np.ndarray, what: str) -> None:
+    """A plain table of every row while there are at most TABLE_ROWS; past that, the rows whose `what` the
+    temperature changed first, then the others, TABLE_ROWS in all and in position order, with a caption saying
+    so (the CSV under it holds every row)."""
+    if len(table) <= TABLE_ROWS:
+        st.table(table.set_index(table.columns[0]))
+        return
+    order = np.concatenate([np.flatnonzero(changed), np.flatnonzero(~changed)])[:TABLE_ROWS]
+    st.table(table.iloc[np.sort(order)].set_index(table.columns[0]))
+    st.caption(f"{TABLE_ROWS} of {len(table):,} positions: the {int(changed.sum()):,} whose {what} the temperature "
+               f"changed come first{' (some of them)' if changed.sum() > TABLE_ROWS else ''}, then the others in "
+               f"order. The CSV below holds every position.")
+
+
+def top_guesses(sel: Selection, base: A.PatternSummary, hot: A.PatternSummary, temperature: float) -> None:
     """An encoder checkpoint's text has no right answers (an encoder is scored on words hidden behind [MASK],
     and nobody hid any): its top guess at every position at T = 1 and at T, and how many of them T changed."""
     vocab = sel.task.vocab
-    before, after = _softmax(base_logits[0]), _softmax(logits[0])  # [pos vocab]
-    top_b, top_a = before.argmax(-1), after.argmax(-1)  # [pos]
-    changed = int((top_b != top_a).sum())
-    st.metric(f"guesses changed at T = {temperature:g}", f"{changed} / {len(top_b)}",
+    top_b, top_a = base.top_ids, hot.top_ids  # [pos]
+    changed = top_b != top_a
+    st.metric(f"guesses changed at T = {temperature:g}", f"{int(changed.sum())} / {len(top_b)}",
               help="Positions whose top guess differs from the one at T = 1.")
     rows = [{"reads (position: token)": f"{p}: {tok}",
-             "guess, T = 1": vocab.decode([int(b)])[0], "p, T = 1": f"{before[p, b]:.3f}",
+             "guess, T = 1": vocab.decode([int(b)])[0], "p, T = 1": f"{base.top_probs[p]:.3f}",
              f"guess, T = {temperature:g}": vocab.decode([int(a)])[0] + ("" if a == b else "  (changed)"),
-             f"p, T = {temperature:g}": f"{after[p, a]:.3f}"}
+             f"p, T = {temperature:g}": f"{hot.top_probs[p]:.3f}"}
             for p, (tok, b, a) in enumerate(zip(sel.query_tokens, top_b, top_a))]
     table = pd.DataFrame(rows)
-    st.table(table.set_index("reads (position: token)"))
+    shown_table(table, changed, "guess")
     csv_download(table, file_stem("attention", sel.model_id, f"guesses-T{temperature:g}") + ".csv",
                  "attention.temp_csv")
     st.caption("An encoder is scored on words hidden behind [MASK], and your text hides none, so there is no right "
                "answer here: these are the model's top guesses for every position (for a word it can see, usually "
                "that word). p is the probability of the guess.")
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in float64, shifted so nothing overflows."""
-    x = np.asarray(x, dtype=np.float64)
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def scale_controls() -> tuple[int, int, bool, int]:
@@ -715,13 +852,18 @@ def seed_url(sel: Selection) -> None:
     cfg = sel.model.cfg
     kinds = A.attention_kinds(sel.arch)
     kind = {k.key: k for k in kinds}[URL.kind.seed(choices=tuple(k.key for k in kinds))] if len(kinds) > 1 else kinds[0]
-    q_tokens, _ = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
+    q_tokens, k_tokens = A.axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     layer = URL.layer.seed(hi=cfg.n_layers - 1)
     head = URL.head.seed(hi=cfg.n_heads - 1)
-    URL.query.seed(hi=len(q_tokens) - 1, default=len(q_tokens) - 1)
+    qpos = URL.query.seed(hi=len(q_tokens) - 1, default=len(q_tokens) - 1)
     for param in (URL.temp, URL.view, URL.steps, URL.toy_q, URL.toy_keys, URL.toy_values, URL.toy_dk, URL.cmp,
-                  URL.dk, URL.dk_keys, URL.dk_scaled, URL.dk_seed):
+                  URL.dk, URL.dk_keys, URL.dk_scaled, URL.dk_seed, URL.win):
         param.seed()
+    if is_long(len(q_tokens), len(k_tokens)):  # the One head view's window (a short input has none)
+        size = int(URL.win.now())
+        start_q, start_k = window_start(len(q_tokens), len(k_tokens), size, int(qpos))
+        URL.wq.seed(hi=max(0, len(q_tokens) - size), default=start_q)
+        URL.wk.seed(hi=max(0, len(k_tokens) - size), default=start_k)
     URL.layer2.seed(hi=cfg.n_layers - 1, default=layer)
     URL.head2.seed(hi=cfg.n_heads - 1, default=(head + 1) % cfg.n_heads)
     URL.input2.seed(default=input_b_default(sel))
@@ -740,16 +882,15 @@ def compare_panel(sel: Selection):
 @S.section("compare.pair", reads=("kind", "layer", "head", "temp"), view=VIEW_CMP)
 def compare_pair(sel: Selection):
     """The mode and B's controls, then A, B and their difference. The heading and the reading guide above
-    do not depend on them, so a click leaves those as drawn."""
+    do not depend on them, so a click leaves those as drawn. A long input's A, B and difference are pooled."""
     v = picked(sel)
     kind, layer, head, q_tokens, k_tokens, temperature = v.kind, v.layer, v.head, v.q_tokens, v.k_tokens, \
         v.temperature
-    pat_all = run_patterns(sel, kind, temperature)[0]
+    s_a = summary(sel, kind, temperature, layer)
     labels = {CMP_HEADS: "Two heads, same input", CMP_INPUTS: "Same head, two inputs"}
     mode = URL.cmp.widget(st.radio, "Compare", format_func=labels.get, horizontal=True,
                           label_visibility="collapsed")
-    n_l, n_h = pat_all.shape[:2]
-    a = pat_all[layer, head]
+    n_l, n_h = s_a.overview.shape[:2]
     a_title = f"A: layer {layer}, head {head}"
     if mode == CMP_HEADS:
         c1, c2 = st.columns(2)
@@ -758,11 +899,13 @@ def compare_pair(sel: Selection):
         with c2:
             head_b = pick_index(URL.head2, "Head of B", n_h, (head + 1) % n_h)
         URL.clear("input2")
-        b, b_q, b_k = pat_all[layer_b, head_b], q_tokens, k_tokens
+        s_b, b_q, b_k = summary(sel, kind, temperature, layer_b), q_tokens, k_tokens
+        b_at = (layer_b, head_b)
         b_title = f"B: layer {layer_b}, head {head_b}"
     else:
-        how = (f"Any text: the model's own tokenizer splits it; its first {MAX_INPUT_TOKENS} tokens are used."
-               if is_text_model(sel.meta) else f"Tokens separated by spaces, at most {MAX_INPUT_TOKENS}.")
+        cap = max_tokens(sel.model)
+        how = (f"Any text: the model's own tokenizer splits it; its first {cap:,} tokens are used."
+               if is_text_model(sel.meta) else f"Tokens separated by spaces, at most {cap:,}.")
         text = URL.input2.widget(st.text_input, "Input B (same model, same head)", default=input_b_default(sel),
                                  help=how)
         URL.clear("layer2", "head2")
@@ -770,27 +913,40 @@ def compare_pair(sel: Selection):
         if problem:
             st.error(f"{problem} Comparing the input with itself instead.")
             sel_b = sel
-        pats_b, _ = run_patterns(sel_b, kind, temperature)
-        b = pats_b[layer, head]
+        s_b = summary(sel_b, kind, temperature, layer)
+        b_at = (layer, head)
         b_q, b_k = A.axis_tokens(kind, sel_b.tokens, sel_b.tgt_tokens)
         a_title = f"A: this input, layer {layer}, head {head}"
         b_title = f"B: input B, layer {layer}, head {head}"
+    a, b = s_a.head(layer, head), s_b.head(*b_at)  # [q k] each, as kept
+    long = is_long(len(q_tokens), len(k_tokens)) or is_long(len(b_q), len(b_k))
     c1, c2 = st.columns(2)
-    with c1:
-        st.plotly_chart(head_figure(a, q_tokens, k_tokens, kind.query_title, kind.key_title, title=a_title),
-                        key="attention.fig_cmp_a",
-                        config=chart_config("attention", sel.model_id, f"compare-a-{kind.key}-l{layer}h{head}"))
-    with c2:
-        st.plotly_chart(head_figure(b, b_q, b_k, kind.query_title, kind.key_title, title=b_title),
-                        key="attention.fig_cmp_b", config=chart_config("attention", sel.model_id, f"compare-b-{kind.key}"))
-    diff, note = A.difference(a, b)
+    for column, s, at, q, k, title, key, name in ((c1, s_a, (layer, head), q_tokens, k_tokens, a_title, "attention.fig_cmp_a",
+                                                    f"compare-a-{kind.key}-l{layer}h{head}"),
+                                                   (c2, s_b, b_at, b_q, b_k, b_title,
+                                                    "attention.fig_cmp_b", f"compare-b-{kind.key}")):
+        with column:
+            if long:
+                figure = overview_figure(s.overview[at], len(q), len(k), s.block, title=title, q_title=kind.query_title,
+                                         k_title=kind.key_title)
+            else:
+                figure = head_figure(s.layer(at[0])[at[1]], q, k, kind.query_title, kind.key_title, title=title)
+            st.plotly_chart(figure, key=key, config=chart_config("attention", sel.model_id, name))
+    diff, note = A.difference(a, b)  # [q k], over the positions both have
     if note:
         st.warning(note)
-    st.plotly_chart(diff_figure(diff, q_tokens, k_tokens, title="A − B", q_title=kind.query_title,
-                                         k_title=kind.key_title), key="attention.fig_cmp_diff",
+    if long:
+        block = (pool_block(diff.shape[0]), pool_block(diff.shape[1]))
+        figure = pooled_diff_figure(pool(diff.astype(np.float32), block, "absmax"), *diff.shape, block,
+                                    title="A − B", q_title=kind.query_title, k_title=kind.key_title)
+    else:
+        figure = diff_figure(diff, q_tokens, k_tokens, title="A − B", q_title=kind.query_title, k_title=kind.key_title)
+    st.plotly_chart(figure, key="attention.fig_cmp_diff",
                     config=chart_config("attention", sel.model_id, f"compare-difference-{kind.key}"))
+    pooled = (" A and B are pooled as in the One head view (the largest weight of each block); the difference keeps "
+              "the largest difference of each block, with its sign.") if long else ""
     st.caption(f"Largest disagreement: {np.abs(diff).max():.3f}. Mean absolute difference per cell: "
-               f"{np.abs(diff).mean():.4f}.")
+               f"{np.abs(diff).mean():.4f}.{pooled}")
 
 
 def export_panel(sel: Selection):
@@ -801,36 +957,88 @@ def export_panel(sel: Selection):
                "model, kind and temperature (no pickle needed).")
 
 
-@S.section("export.files", reads=("kind", "layer", "temp"), view=VIEW_EXPORT)
+@S.section("export.files", reads=("kind", "layer", "head", "temp"), view=VIEW_EXPORT)
 def export_files(sel: Selection) -> None:
-    """The tensor's shape, kind and temperature, and the two downloads of it (the CSV of the open layer alone when
-    every layer's would pass EXPORT_CSV_ROWS rows)."""
+    """The tensor's shape, kind and temperature, and the two downloads of it: the CSV of every layer, or of the
+    open layer, head or window when more would pass EXPORT_CSV_ROWS rows; the .npz of every layer, or of the open
+    one past EXPORT_NPZ_CELLS. Nothing is drawn; a long input's numbers are computed when the button is clicked."""
     v = picked(sel)
-    kind, q_tokens, k_tokens, temperature = v.kind, v.q_tokens, v.k_tokens, v.temperature
-    patterns = run_patterns(sel, kind, temperature)[0]
-    n_l, n_h, n_q, n_k = patterns.shape
-    whole = patterns.size <= EXPORT_CSV_ROWS
-    csv_layers = patterns if whole else patterns[v.layer:v.layer + 1]  # [layer head q k]
+    kind, q_tokens, k_tokens, temperature, layer, head = v.kind, v.q_tokens, v.k_tokens, v.temperature, v.layer, \
+        v.head
+    cfg = sel.model.cfg
+    n_l, n_h, n_q, n_k = cfg.n_layers, cfg.n_heads, len(q_tokens), len(k_tokens)
+    every = n_l * n_h * n_q * n_k
     st.markdown(f"The current view's attention tensor has shape **[layer, head, query, key] = "
                 f"[{n_l}, {n_h}, {n_q}, {n_k}]** ({kind.label}, T = {temperature:g}). For pictures: every chart "
                 f"in the other views saves as a PNG (the camera in its toolbar: hover over the chart) or as an SVG "
                 f"(the disk beside it).")
     stem = f"attention_{sel.model_id.replace(':', '-')}_{kind.key}_T{temperature:g}"
     meta = dict(model=sel.model_id, kind=kind.label, temperature=f"{temperature:g}", axes="layer head query key")
+    csv = csv_part(every, n_h, n_q, n_k, layer, head)
     c1, c2 = st.columns(2)
-    c1.download_button("Download CSV" if whole else f"Download CSV (layer {v.layer})",
-                       partial(A.export_csv, csv_layers, q_tokens, k_tokens, 0 if whole else v.layer),
-                       file_name=f"{stem}.csv" if whole else f"{stem}_layer{v.layer}.csv",
+    c1.download_button("Download CSV" if csv.whole else f"Download CSV ({csv.name})",
+                       partial(csv_bytes, sel, kind, temperature, csv, q_tokens, k_tokens),
+                       file_name=f"{stem}.csv" if csv.whole else f"{stem}_{csv.name.replace(' ', '').replace(',', '_')}.csv",
                        mime="text/csv", icon=":material/table:", key="attention.csv", on_click="ignore",
                        help="One row per (layer, head, query, key) with both tokens and the weight.")
-    if not whole:
-        st.caption(f"Every layer as CSV would be {patterns.size:,} rows (one per layer, head, query and key); the CSV "
-                   f"holds the open layer's {csv_layers.size:,} (pick another with the Layer buttons above), and the "
-                   f".npz every layer.")
-    c2.download_button("Download .npz",
-                       partial(A.export_npz, patterns, q_tokens, k_tokens, **meta), file_name=f"{stem}.npz",
+    if not csv.whole:
+        st.caption(f"Every layer as CSV would be {every:,} rows (one per layer, head, query and key); the CSV "
+                   f"holds the {csv.name}'s {csv.rows:,} (pick another with the buttons above), and the .npz "
+                   f"{'every layer' if every <= EXPORT_NPZ_CELLS else f'layer {layer}'}.")
+    npz_layers = tuple(range(n_l)) if every <= EXPORT_NPZ_CELLS else (layer,)
+    c2.download_button("Download .npz" if len(npz_layers) == n_l else f"Download .npz (layer {layer})",
+                       partial(npz_bytes, sel, kind, temperature, npz_layers, q_tokens, k_tokens, meta),
+                       file_name=f"{stem}.npz" if len(npz_layers) == n_l else f"{stem}_layer{layer}.npz",
                        mime="application/octet-stream", icon=":material/download:", key="attention.npz",
                        on_click="ignore", help="numpy arrays: the pattern and the token labels.")
+
+
+@dataclass(frozen=True)
+class CsvPart:
+    """What the CSV download holds: every layer, or the open layer, head or One head window."""
+
+    name: str  # "layer 2", "layer 2, head 1", or "layer 2, head 1, window"
+    whole: bool
+    rows: int
+    layers: tuple[int, ...]
+    head: Optional[int]  # None: every head of those layers
+    window: Optional[tuple[int, int, int, int]]  # (q0, q1, k0, k1) of the One head view, or None
+
+
+def csv_part(every: int, n_h: int, n_q: int, n_k: int, layer: int, head: int) -> CsvPart:
+    """The largest of every layer, the open layer, head or window whose CSV stays within EXPORT_CSV_ROWS rows."""
+    if every <= EXPORT_CSV_ROWS:
+        return CsvPart("every layer", True, every, (), None, None)
+    if n_h * n_q * n_k <= EXPORT_CSV_ROWS:
+        return CsvPart(f"layer {layer}", False, n_h * n_q * n_k, (layer,), None, None)
+    if n_q * n_k <= EXPORT_CSV_ROWS:
+        return CsvPart(f"layer {layer}, head {head}", False, n_q * n_k, (layer,), head, None)
+    size = int(URL.win.now())
+    q0, k0 = int(URL.wq.now()), int(URL.wk.now())
+    q0, k0 = min(q0, max(0, n_q - size)), min(k0, max(0, n_k - size))
+    q1, k1 = min(n_q, q0 + size), min(n_k, k0 + size)
+    return CsvPart(f"layer {layer}, head {head}, window", False, (q1 - q0) * (k1 - k0), (layer,), head,
+                   (q0, q1, k0, k1))
+
+
+def csv_bytes(sel: Selection, kind: A.AttentionKind, temperature: float, part: CsvPart, q_tokens, k_tokens) -> str:
+    """The CSV download, computed when its button is clicked (a fresh run of the layers it holds)."""
+    layers = part.layers or tuple(range(sel.model.cfg.n_layers))
+    patterns = full_patterns(sel, kind, temperature, layers)  # [layer head q k]
+    if part.head is not None:
+        patterns = patterns[:, part.head:part.head + 1]  # [1 1 q k]
+    if part.window is None:
+        return A.export_csv(patterns, q_tokens, k_tokens, layers[0], first_head=part.head or 0)
+    q0, q1, k0, k1 = part.window
+    return A.export_csv(patterns[..., q0:q1, k0:k1], q_tokens[q0:q1], k_tokens[k0:k1], layers[0],
+                        first_head=part.head, first=(q0, k0))
+
+
+def npz_bytes(sel: Selection, kind: A.AttentionKind, temperature: float, layers: tuple[int, ...], q_tokens,
+              k_tokens, meta: dict) -> bytes:
+    """The .npz download, computed when its button is clicked (a fresh run of the layers it holds)."""
+    extra = {} if len(layers) == sel.model.cfg.n_layers else {"layer": str(layers[0])}
+    return A.export_npz(full_patterns(sel, kind, temperature, layers), q_tokens, k_tokens, **meta, **extra)
 
 
 # ---------------------------------------------------------------------------------------------

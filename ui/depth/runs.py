@@ -33,7 +33,9 @@ def forward_data(cache_key: tuple, prefix: str) -> A.ForwardStream:
     """The residual stream of one stack for the sidebar's input (no logits: nothing here reads them, and a real
     vocabulary's are the biggest part)."""
     model, ids, kwargs = model_inputs(cache_key)
-    return freeze(A.forward_stream(model, ids, prefix, keep_logits=False, **kwargs))
+    # kept in float32: the page draws norms and one position's projections, and a 1,024-token stream of a d_model
+    # 128 model is 10 MB so (20 MB in float64, which every session's memo entry would hold)
+    return freeze(A.forward_stream(model, ids, prefix, keep_logits=False, dtype=torch.float32, **kwargs))
 
 
 LENS_TOP = 5  # predictions per cell the logit lens keeps (for the hover): never a whole vocabulary

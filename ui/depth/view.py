@@ -22,6 +22,7 @@ from typing import Any, Optional
 import numpy as np
 import streamlit as st
 
+from core.analysis import bounds as B
 from core.analysis import depth as A
 from core.analysis import depth_tables as T
 from core.tasks import IGNORE
@@ -282,16 +283,28 @@ def contribution_chart(sel: Selection) -> None:
 
 LENS_BUDGET = 1.6e10  # multiply-adds of unembedding the lens may spend on one input (GPT-2 small: 16 positions, ~2 s)
 LENS_MIN_POSITIONS = 8  # a window never narrower than this, however big the model
+LENS_SHOWN = 16  # positions the lens draws at once: each cell writes a token, and 16 columns stay readable at 1024 px
+
+
+def lens_bound(sel: Selection, prefix: str = "") -> B.Bound:
+    """How many output positions the logit lens decodes at once, and why: LENS_SHOWN (each cell writes its top
+    prediction, and more columns could not be read), or fewer when unembedding every state at that many positions
+    would cost more than LENS_BUDGET multiply-adds (a real vocabulary: GPT-2 small pays 25 x 50,257 x 768 per
+    position)."""
+    cfg = sel.model.cfg
+    stages = len(A.resid_names(sel.model, prefix))
+    width = max(LENS_MIN_POSITIONS, int(LENS_BUDGET // (stages * cfg.vocab_size * cfg.d_model)))
+    if width < LENS_SHOWN:
+        return B.Bound(width, f"Decoding every state takes {stages} unembeddings into {cfg.vocab_size:,} tokens per "
+                              f"position, so the lens decodes {width} positions at a time")
+    return B.Bound(LENS_SHOWN, f"The lens writes its top prediction in every cell, and {LENS_SHOWN} columns are as "
+                               f"many as stay readable, so it decodes {LENS_SHOWN} positions at a time")
 
 
 def lens_window(sel: Selection, position: int, prefix: str = "") -> tuple[int, int]:
-    """(start, stop): the output positions the logit lens decodes. Every one, unless unembedding every state at
-    every position would cost more than LENS_BUDGET multiply-adds (a real vocabulary: GPT-2 small pays 25 x 50,257
-    x 768 per position); then a window of as many positions as the budget allows, ending at `position` (or
-    starting at 0)."""
-    n, cfg = len(sel.query_tokens), sel.model.cfg
-    stages = len(A.resid_names(sel.model, prefix))
-    width = max(LENS_MIN_POSITIONS, int(LENS_BUDGET // (stages * cfg.vocab_size * cfg.d_model)))
+    """(start, stop): the output positions the logit lens decodes. Every one when they fit `lens_bound`; else a
+    window of as many as it allows, ending at `position` (or starting at 0)."""
+    n, width = len(sel.query_tokens), lens_bound(sel, prefix).limit
     if width >= n:
         return 0, n
     stop = min(n, max(width, position + 1))
@@ -329,18 +342,15 @@ def lens_chart(sel: Selection) -> None:
     table = R.lens_data(sel.cache_key, f.out_prefix, targets, start, stop)
     top_tokens, alternatives = R.lens_labels(sel.cache_key, f.out_prefix, targets, start, stop)
     colour, colour_name = (table.p_right, "p(right answer)") if f.scored else (table.p_top, "p(top prediction)")
-    window = "" if (start, stop) == (0, len(sel.query_tokens)) else f", positions {start}-{stop - 1}"
+    window = (start, stop) != (0, len(sel.query_tokens))  # its positions are said in the caption (a title ran off)
     st.plotly_chart(R.lens_figure(colour, top_tokens, table.p_top, table.p_right, out_stream.labels,
                                   sel.query_tokens[start:stop], colour_name=colour_name, alternatives=alternatives,
                                   first_position=start,
-                                  title=f"Logit lens: top prediction per state (text) and {colour_name} (colour)"
-                                        + window),
+                                  title=f"Logit lens: top prediction per state (text) and {colour_name} (colour)"),
                     key="depth.lens", width="stretch", config=chart_config("depth", sel.model_id, "logit-lens"))
     if window:
-        st.caption(f"Positions {start} to {stop - 1} of {len(sel.query_tokens)}: decoding every state at every "
-                   f"position would take {len(out_stream.labels)} unembeddings into {sel.model.cfg.vocab_size:,} "
-                   f"tokens per position, so the lens shows {stop - start} positions at a time, up to the chosen one (move "
-                   "**Position** to move the window).")
+        st.caption(f"{lens_bound(sel, f.out_prefix).why}: positions {start} to {stop - 1} of your "
+                   f"{len(sel.query_tokens):,}, up to the chosen one (move **Position** to move the window).")
     scored = [p - start for p in f.scored if start <= p < stop]
     counts = (T.first_right_counts(table.top, list(sel.targets)[start:stop], scored, out_stream.labels)
               if scored else [])
@@ -413,17 +423,45 @@ def objective_text(sel: Selection, f: Focus) -> str:
     return f"the logit of the right answer at position {f.position} ({labels[f.position]})"
 
 
-def backward_data(sel: Selection) -> tuple[Focus, Any, str]:
-    """(the focus, the gradient run of its stack, position and objective, that objective in words)."""
+GRADIENT_COPIES = 3.5  # a backward pass held 3.4 copies of every layer's attention weights (the English decoder, 512 tokens)
+GRADIENT_BYTES = 48 << 20  # what the gradient run may hold: with the page's other results, a view stays under 100 MB
+
+
+def gradient_bound(sel: Selection) -> B.Bound:
+    """How many tokens the gradient run reads: a backward pass keeps every attention layer's weights and makes
+    their gradients, n² numbers per head and layer, so it reads as many tokens as fit a panel's memory."""
+    layers = sum(name.endswith("hook_pattern") for name in sel.model.hook_names())
+    n = max(len(sel.tokens), len(sel.query_tokens))
+    return B.memory_bound(n, layers, sel.model.cfg.n_heads, "The gradient run", copies=GRADIENT_COPIES,
+                          budget=GRADIENT_BYTES)
+
+
+def backward_data(sel: Selection) -> tuple[Focus, Any, str, Optional[str]]:
+    """(the focus, the gradient run of its stack, position and objective, that objective in words, the note on
+    the tokens it reads). An input longer than `gradient_bound` is cut to its first tokens (in a decoder, what
+    a position's logit depends on is all there); the focus then holds the cut tokens, and a position past them
+    moves to the last one read."""
     f = focus(sel)
+    bound = gradient_bound(sel)
     targets = tuple(sel.targets) if sel.targets is not None else None
-    return f, R.backward_data(sel.cache_key, f.prefix, f.kind, f.position, targets), objective_text(sel, f)
+    key, note = sel.cache_key, bound.note(max(len(sel.tokens), len(sel.query_tokens)))
+    if note is not None:
+        limit = bound.limit
+        model_id, device, ids, tgt = key
+        key = (model_id, device, ids[:limit], None if tgt is None else tgt[:limit])
+        targets = None if targets is None else targets[:limit]
+        f = replace(f, tokens=f.tokens[:limit], position=min(f.position, limit - 1),
+                    scored=[p for p in f.scored if p < limit])
+        if f.kind == "loss" and not f.scored:
+            f = replace(f, kind="logit")
+    back = R.backward_data(key, f.prefix, f.kind, f.position, targets)
+    return f, back, objective_text(sel, f), note
 
 
 @S.section("focus.grads", reads=("stack", "at", "obj"))
 def gradient_chart(sel: Selection) -> None:
     """What the gradient is of, with its value, and its norm at every state of the stream."""
-    f, back, what = backward_data(sel)
+    f, back, what, note = backward_data(sel)
     st.markdown(
         f"We take one number, here **{what}** (value {back.value:.3f}), and ask how fast it changes with every "
         "state of the stream: the gradient at every `hook_resid_*`, taken through the hooks with "
@@ -437,12 +475,15 @@ def gradient_chart(sel: Selection) -> None:
                                    value_name="‖∂f/∂x‖",
                                    title="Gradient norm per residual state and token (log colour)"),
                     key="depth.grads", width="stretch", config=chart_config("depth", sel.model_id, f"gradients-{f.stack}"))
+    if note:
+        st.caption(note, help="The saliency below reads the same tokens. In a decoder the gradient at a position "
+                              "depends only on the tokens up to it, so what is shown is exact for those tokens.")
 
 
 @S.section("focus.saliency", reads=("stack", "at", "obj"))
 def saliency_chart(sel: Selection) -> None:
     """Gradient × embedding per input token, for the chosen number."""
-    f, back, what = backward_data(sel)
+    f, back, what, _ = backward_data(sel)
     st.plotly_chart(R.saliency_figure(f.tokens, back.saliency,
                                       title=f"Saliency of each input token for {what.split(',')[0]}"),
                     key="depth.saliency", width="stretch", config=chart_config("depth", sel.model_id, "saliency"))

@@ -21,8 +21,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.analysis import bounds as B
 from core.analysis import generation as G
 from core.analysis import leakage as L
+from core.figures import generation as FG
 from ui.generation import runs as R
 from ui.shell import models, precomputed
 from ui.shell.export import chart_config
@@ -37,10 +39,12 @@ MAX_TIMED = 128  # tokens the timing chart generates
 # A checkpoint from a folder (GPT-2 small: 12 layers, d_model 768, 50,257 tokens) pays a whole forward pass per
 # step without the cache, and the stepper watches every attention: on one CPU thread a 128-token prompt and 32 steps
 # took 25 s to recompute, so it reads a shorter prompt and writes fewer tokens, and is timed only when asked.
-MAX_TEXT_PROMPT = 64  # prompt tokens the stepper reads for a checkpoint from a folder
+MAX_PROMPT = 64  # prompt tokens the stepper reads (any model): it records every attention of every step
 MAX_TEXT_STEPS = 16  # decoding steps the stepper draws for one
 MAX_TEXT_TIMED = 16  # tokens the timing chart generates for one
 MAX_VOCAB_COLUMNS = 64  # a vocabulary axis longer than this is drawn for the input's own tokens only
+STEPPER_BOUND = B.Bound(MAX_PROMPT, "The stepper records every attention of every decoding step, with and without "
+                                    "the cache (without it each step recomputes every earlier position)")
 FILL_TOP_K = 5  # an encoder's guesses shown for each hidden token
 TINY_STEPS = 250  # training steps of each tiny decoder
 ATTENTIONS = {"self": "self-attention", "cross": "cross-attention (decoder)", "enc": "encoder self-attention"}
@@ -112,7 +116,7 @@ def stepper_bounds(sel: Selection) -> dict:
     if sel.arch == "encoder-decoder":
         return {"prompt": 1, "prompt_hi": 1, "steps": min(MAX_STEPS, n + 1), "steps_hi": MAX_STEPS}
     cut = sel.tokens.index("<sep>") + 1 if "<sep>" in sel.tokens else max(1, n // 2)
-    prompt_hi = max(1, min(n, room(sel) - 1, MAX_TEXT_PROMPT if is_text(sel) else n))
+    prompt_hi = max(1, min(n, room(sel) - 1, MAX_PROMPT))
     prompt = min(cut, prompt_hi)
     return {"prompt": prompt, "prompt_hi": prompt_hi, "steps": max(1, min(n - prompt, steps_hi(sel, prompt))),
             "steps_hi": steps_hi(sel, prompt)}
@@ -265,6 +269,13 @@ def hook_explorer(sel: Selection) -> None:
     st.plotly_chart(R.tensor_figure(matrix, rows, col_axes, row_axis, f"{picked} for your input (batch row 0)",
                                     picked.endswith("hook_pattern"), col_labels),
                     key="generation.tensor", config=chart_config("generation", sel.model_id, picked))
+    blocks = FG.tensor_blocks(*matrix.shape)
+    if blocks != (1, 1):
+        how = "its largest weight" if picked.endswith("hook_pattern") else "its value of largest size, with its sign"
+        st.caption(f"This tensor is {matrix.shape[0]:,} × {matrix.shape[1]:,} numbers, more than a figure can send "
+                   f"and show cell by cell: it is drawn in blocks of {blocks[0]} × {blocks[1]} cells, each showing "
+                   f"{how} (the labels name the positions each block spans). The Attention page reads one head's "
+                   "weights token by token.")
 
 
 def vocab_columns(sel: Selection, info: G.HookInfo) -> tuple[int, ...] | None:
@@ -460,11 +471,13 @@ def stepper_panel(sel: Selection) -> None:
         st.caption("An encoder lets every token see the future, so it cannot write left to right. A decoder-only "
                    "model (for example sort-decoder) works here too.")
         return
+    note = STEPPER_BOUND.note(len(sel.tokens), verb="takes its prompt from") if sel.arch == "decoder" else None
+    if note:
+        st.caption(note)
     if is_text(sel):
-        st.caption(f"A checkpoint from a folder reads a prompt of at most {MAX_TEXT_PROMPT} tokens here and writes at "
-                   f"most {MAX_TEXT_STEPS} (timing: {MAX_TEXT_TIMED}, measured when you press **Measure**): without "
-                   "the cache every step is a whole forward pass of the real model, and the stepper records every "
-                   "attention of every step.")
+        st.caption(f"A checkpoint from a folder writes at most {MAX_TEXT_STEPS} tokens here (timing: {MAX_TEXT_TIMED}, "
+                   "measured when you press **Measure**): without the cache every step is a whole forward pass of the "
+                   "real model.")
     decoding_steps(sel)
     try_this(
         "Step through with ▶: with the cache, *positions fed* stays at 1 and the key cache gains one outlined row "

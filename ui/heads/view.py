@@ -27,6 +27,7 @@ from core.analysis.attention import AttentionKind, attention_kinds, axis_tokens
 from core.families import SIZE_PRESETS
 from core.figures import heads as FH
 from core.figures.heatmaps import attention_heatmap
+from core.figures.long_patterns import pattern_figure, pooled_note, reduce_patterns
 from core.figures.train import training_curves
 from core.tasks import IGNORE, Task
 from ui.heads import runs as R
@@ -86,6 +87,7 @@ circuit_fig = cached(FH.circuit_heatmap)
 sv_fig = cached(FH.singular_value_bars)
 scatter_fig = cached(FH.qk_scatter)
 pattern_fig = cached(attention_heatmap)
+long_pattern_fig = cached(pattern_figure)
 roles_fig = cached(FH.role_tables)
 pair_fig = cached(FH.pair_heatmap)
 ablation_fig = cached(FH.ablation_bars)
@@ -474,7 +476,7 @@ def head_run(sel: Selection, kind: AttentionKind, layer: int, head: int, third: 
     rope = rotated(sel, kind)
     names = [kind.hook(layer, "hook_rot_q" if rope else "hook_q"), kind.hook(layer, "hook_rot_k" if rope else "hook_k"),
              kind.hook(layer, third)]
-    out = run(sel, names)
+    out = run(sel, names, logits=False)  # nothing here reads the logits
     keys = out[names[1]][0]  # [k kv_head d_head]: grouped-query attention keeps one key head per group of heads
     kv = head // (sel.model.cfg.n_heads // keys.shape[1])  # the key head query head `head` reads
     return rope, out[names[0]][0, :, head], keys[:, kv], out[names[2]][0, head]
@@ -518,16 +520,25 @@ def projection_plane(sel: Selection) -> None:
     q_tokens, k_tokens = axis_tokens(kind, sel.tokens, sel.tgt_tokens)
     min_w = st.slider("Draw a line when the weight is at least", 0.05, 0.95, 0.3, 0.05, key="heads.pca_min")
     proj = pca_2d(q, k)
-    left, right = st.columns([3, 2])
+    long = max(len(q_tokens), len(k_tokens)) > FH.SCATTER_LABELS  # a long input: each chart gets the full width
+    left, right = (st.container(), st.container()) if long else st.columns([3, 2])
     with left:
         st.markdown("**Queries** (orange circles) **and keys** (blue diamonds)")
         st.plotly_chart(scatter_fig(proj.q2, proj.k2, q_tokens, k_tokens, pattern, proj.explained, min_w),
                         key="heads.fig_pca",
                         config=chart_config("heads", sel.model_id, f"queries-keys-plane-{kind.key}-l{layer}h{head}"))
+        if long:
+            st.caption(f"{len(q_tokens):,} queries and {len(k_tokens):,} keys would write their tokens over each "
+                       f"other: past {FH.SCATTER_LABELS} tokens the plane names each point in its hover only, and draws "
+                       "one line per query, to its strongest key when that key gets at least the weight above.")
     with right:
         st.markdown("**The same head's attention pattern**")
-        st.plotly_chart(pattern_fig(pattern, q_tokens, k_tokens, height=480), key="heads.fig_pca_pattern",
+        st.plotly_chart(long_pattern_fig(reduce_patterns(pattern), q_tokens, k_tokens, height=480),
+                        key="heads.fig_pca_pattern",
                         config=chart_config("heads", sel.model_id, f"pattern-{kind.key}-l{layer}h{head}"))
+        pooled = pooled_note(len(q_tokens), len(k_tokens))
+        if pooled:
+            st.caption(pooled)
 
 
 @S.section("qk.rope", reads=("kind",), view=VIEW_PCA)
@@ -737,11 +748,11 @@ def ablation_results(sel: Selection) -> None:
     c3.metric("loss (cross-entropy)", f"{result.loss:.3f}",
               delta=f"{result.loss - base.loss:+.3f} vs {base.loss:.3f}" if chosen else None, delta_color="inverse")
     if chosen:
-        logits = R.input_logits(sel.model_id, sel.device, tuple(sel.ids[0].tolist()),
-                                     tuple(sel.tgt_ids[0].tolist()) if sel.tgt_ids is not None else None,
-                                     task.name, tuple(chosen), mode)
-        clean = run(sel, [attention_kinds(sel.arch)[0].hook(0, "hook_z")])["logits"]
-        rows = input_rows(sel, clean, logits)
+        args = (sel.model_id, sel.device, tuple(sel.ids[0].tolist()),
+                tuple(sel.tgt_ids[0].tolist()) if sel.tgt_ids is not None else None, task.name)
+        ablated = R.input_predictions(*args, tuple(chosen), mode)
+        clean = R.input_predictions(*args, (), "zero")  # the model as it is
+        rows = input_rows(sel, clean, ablated)
         if rows:
             st.markdown("**Your input** (from the sidebar), scored positions only:")
             st.dataframe(rows_table(rows), hide_index=True, width="stretch", key="heads.abl_input")
@@ -797,15 +808,16 @@ def ranking_table(sel: Selection, ranking) -> None:
 
 
 def input_rows(sel: Selection, clean: np.ndarray, ablated: np.ndarray) -> list[dict]:
-    """Right answer, clean prediction and ablated prediction at each scored position of the sidebar input."""
+    """Right answer, clean prediction and ablated prediction (the top tokens `[pos]`) at each scored position of
+    the sidebar input."""
     if sel.targets is None:
         return []
     vocab = sel.task.vocab
     rows = []
     for p, target in enumerate(sel.targets):
-        if target == IGNORE or p >= clean.shape[1]:
+        if target == IGNORE or p >= clean.shape[0]:
             continue
-        before, after = int(clean[0, p].argmax()), int(ablated[0, p].argmax())
+        before, after = int(clean[p]), int(ablated[p])
         rows.append({"position": f"{p}:{sel.query_tokens[p]}", "right answer": vocab.decode([target])[0],
                      "with every head": vocab.decode([before])[0] + (" ✓" if before == target else " ✗"),
                      "heads removed": vocab.decode([after])[0] + (" ✓" if after == target else " ✗")})

@@ -26,6 +26,7 @@ import pandas as pd
 import streamlit as st
 
 from core import masks as M
+from core.analysis import bounds as B
 from core.analysis import masks as A
 from core.figures import masks as F
 from core.figures.heatmaps import unique_labels
@@ -41,7 +42,7 @@ from ui.shell.sections import Sections
 from ui.shell.sidebar import Selection, prediction_table
 from ui.shell.text import literal, plotly_literal
 
-MAX_EDIT_N = 32  # the editor, the graph and the influence map draw every pair; 32 tokens stay readable
+MAX_EDIT_N = 64  # the editor, the graph and the influence map draw every pair; 64 tokens stay readable
 MAX_FIELD_ROWS = 12  # receptive-field rows drawn (layers)
 SCOPE_ALL, SCOPE_LAYER = "all", "layer"
 SCOPES = {SCOPE_ALL: "Same mask for every layer", SCOPE_LAYER: "A different mask per layer"}
@@ -401,17 +402,35 @@ class Drawn:
         return R.masked_run(self.cache_key, self.arg)
 
 
+EDIT_BOUND = B.Bound(MAX_EDIT_N, "This page draws every pair of tokens (the mask editor, the mask's graph, the "
+                                 "influence map, and the patterns under your mask beside the model's own)")
+
+
 def editable(sel: Selection) -> tuple[Selection, Optional[str]]:
-    """A checkpoint's text longer than the editor draws, cut to its first MAX_EDIT_N tokens (the decoder's right
-    answer at the last of them is still the text's next token), and the note that says so; any other input as it
-    is (a toy task's input is refused whole: its tokens are the task's)."""
+    """An input longer than the editor draws, cut to its first MAX_EDIT_N output tokens, and the note that says so
+    (EDIT_BOUND); a shorter input as it is. A checkpoint's text keeps its right answers (the next token of the
+    text); a toy task's cut input is labelled again by its task, which may find no right answer in it (an
+    encoder-decoder keeps its whole source: the mask is the decoder's)."""
     n = len(sel.query_tokens)
-    if n <= MAX_EDIT_N or not models.is_text_model(sel.meta):
+    note = EDIT_BOUND.note(n)
+    if note is None:
         return sel, None
-    cut = dataclasses.replace(sel, tokens=sel.tokens[:MAX_EDIT_N], ids=sel.ids[:, :MAX_EDIT_N],  # [1 pos]
-                              targets=None if sel.targets is None else sel.targets[:MAX_EDIT_N])
-    return cut, (f"Your text is {n} tokens long. The mask editor, the graph and the model panels draw every pair of "
-                 f"tokens, so this page reads its first {MAX_EDIT_N} tokens (the model runs on those alone).")
+    note += " The model runs on those tokens alone."
+    if models.is_text_model(sel.meta):
+        cut = dataclasses.replace(sel, tokens=sel.tokens[:MAX_EDIT_N], ids=sel.ids[:, :MAX_EDIT_N],  # [1 pos]
+                                  targets=None if sel.targets is None else sel.targets[:MAX_EDIT_N])
+        return cut, note
+    if sel.tgt_tokens is not None:  # an encoder-decoder: the decoder's side is cut, the source stays whole
+        tokens, tgt_tokens = sel.tokens, sel.tgt_tokens[:MAX_EDIT_N]
+        ids, tgt_ids = sel.ids, sel.tgt_ids[:, :MAX_EDIT_N]  # [1 tgt_pos]
+    else:
+        tokens, tgt_tokens, ids, tgt_ids = sel.tokens[:MAX_EDIT_N], None, sel.ids[:, :MAX_EDIT_N], None  # [1 pos]
+    try:
+        targets = sel.task.label(tokens, sel.arch, tgt=tgt_tokens)
+    except ValueError:
+        targets = None
+    return dataclasses.replace(sel, tokens=tokens, ids=ids, tgt_tokens=tgt_tokens, tgt_ids=tgt_ids,
+                               targets=targets), note
 
 
 def mask_panel(sel: Selection, cut: Optional[str] = None) -> bool:

@@ -20,7 +20,7 @@ import torch
 from core import positional
 from core.analysis import positions as P
 from core.figures import positions as F
-from core.figures.heatmaps import attention_heatmap
+from core.figures.long_patterns import pattern_figure, reduce_patterns
 from core.text_task import TextTask
 from ui.shell import models, runs
 from ui.shell.figures import cached
@@ -225,13 +225,14 @@ def order_answers(model_id: str, device: str, a: tuple, b: tuple, schemes: tuple
 
 @memo(maxsize=64)
 def swap_view(cache_key: tuple, name: str, scheme: str) -> tuple[np.ndarray, np.ndarray]:
-    """(every head's pattern `[head q k]` at hook `name`, the top token at each output position `[pos]`) of the
-    sidebar's input with the model run under `scheme`: only what the swap panel draws, never the logits over a
+    """(every head's pattern `[head q k]` at hook `name`, pooled past DRAWN_EXACT tokens (core.figures.long_patterns),
+    the top token at each output position `[pos]`) of the sidebar's input with the model run under `scheme`: only what the swap panel draws, never the logits over a
     whole vocabulary (a ValueError when the model cannot run with the scheme)."""
     model, ids, kwargs = runs.model_inputs(cache_key)
     with torch.no_grad():
         logits, cache = model.run_with_cache(ids, [name], pos=scheme, **kwargs)
-    return freeze((cache[name][0].float().cpu().numpy(), logits[0].argmax(-1).cpu().numpy()))
+    shown = reduce_patterns(cache[name][0].float().cpu().numpy())  # [head q k], pooled for a long input
+    return freeze((shown, logits[0].argmax(-1).cpu().numpy()))
 
 
 TEXT_SAMPLES = 16  # a checkpoint's swap is scored on this many example sentences (core.text_task.EXAMPLES)
@@ -283,7 +284,7 @@ rope_score_figure = cached(F.rope_score_heatmap)
 neighbour_figure = cached(F.neighbour_bars)
 row_distance_figure = cached(F.row_distance_heatmap)
 pooled_figure = cached(F.pooled_chart)
-attention_figure = cached(attention_heatmap)
+attention_figure = cached(pattern_figure)
 accuracy_figure = cached(F.accuracy_bars)
 extrapolation_figure = cached(F.extrapolation_chart)
 decay_figure = cached(F.rope_decay_chart)

@@ -23,6 +23,7 @@ import streamlit as st
 from core import positional
 from core.analysis import positions as P
 from core.figures import positions as F
+from core.figures.long_patterns import pooled_note
 from core.model import Transformer
 from core.tasks import IGNORE, get_task
 from ui.shell import models, query
@@ -851,13 +852,16 @@ def swap_patterns(sel: Selection, swap: str, layer: int, head: int) -> None:
         with col:
             st.markdown(f"**{'Trained' if i == 0 else 'Swapped'}: {SCHEME_TEXT[scheme]}** "
                         f"({prefix}layer {layer}, head {head})")
-            st.plotly_chart(R.attention_figure(patterns[head], sel.tokens, sel.tokens),
+            st.plotly_chart(R.attention_figure(patterns[head], sel.tokens, sel.tokens, narrow=True),
                             key=f"positions.fig_swap_{i}",
                             config=chart_config("positions", sel.model_id, f"{scheme}-positions-l{layer}h{head}"))
             right_count, scored = scored_count(sel.targets, top)
             if scored:
                 what = "next tokens" if models.is_text_model(sel.meta) else "scored positions"
                 st.caption(f"This input: {right_count} of {scored} {what} right.")
+    pooled = pooled_note(len(sel.tokens), len(sel.tokens))
+    if pooled and swap_runs:
+        st.caption(pooled)
 
 
 def scored_count(targets, top: np.ndarray) -> tuple[int, int]:

@@ -305,13 +305,19 @@ class Multi(Param):
 
 @dataclass(frozen=True)
 class Text(Param):
-    """Free text (length-limited by ui.shell.query); the page checks what it means (tokens, a formula)."""
+    """Free text (length-limited by ui.shell.query); the page checks what it means (tokens, a formula). A link
+    carries at most `max_chars` of it (a longer value is written cut, ui.shell.query.url_text)."""
+
+    max_chars: int = query.MAX_PARAM_CHARS
 
     def parse(self, raw_name: str, bounds: dict) -> Optional[str]:
-        return query.parse_text(raw_name)
+        return query.parse_text(raw_name, self.max_chars)
 
     def fit(self, value: Any, bounds: dict) -> Optional[str]:
         return value if isinstance(value, str) else None
+
+    def text(self, value: Any) -> str:
+        return query.url_text(str(value), self.max_chars)
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,21 @@ _REFUSED_KEY = "glassbox.input_refused"  # what the student typed and the page c
 _MISSING = object()
 _BOOK_KEY = "glassbox.url_book"  # a _Book: keys read from the URL, and each widget's last value
 MAX_PARAM_CHARS = 2000
+# A typed input in a link (the sidebar's `input`): 1,024 tokens of English are about 5,000 characters. What is
+# written is cut to this many characters and UTF-8 bytes (`url_text`), so its percent-encoding stays under 48 KB:
+# the server (tornado) refuses a request whose header lines pass 64 KiB, and every asset the page loads repeats
+# the address in its Referer header.
+MAX_TEXT_PARAM_CHARS = 16_000
 
 
-def _raw(name: str) -> Optional[str]:
+def _raw(name: str, max_chars: int = MAX_PARAM_CHARS) -> Optional[str]:
     value = st.query_params.get(name)
     if value is None:
         return None
     value = str(value)
-    if len(value) > MAX_PARAM_CHARS:
-        note(f"URL parameter '{name}' is too long ({len(value)} characters) and was ignored.")
+    if len(value) > max_chars:
+        note(f"URL parameter '{name}' is too long ({len(value):,} characters, at most {max_chars:,}) "
+             f"and was ignored.")
         return None
     return value
 
@@ -107,9 +113,19 @@ def parse_choice(name: str, choices: Iterable[str]) -> Optional[str]:
     return raw
 
 
-def parse_text(name: str) -> Optional[str]:
+def parse_text(name: str, max_chars: int = MAX_PARAM_CHARS) -> Optional[str]:
     """A free-text URL parameter (length-limited), or None."""
-    return _raw(name)
+    return _raw(name, max_chars)
+
+
+def url_text(value: str, max_chars: int = MAX_PARAM_CHARS) -> str:
+    """The start of `value` that a link carries: at most `max_chars` characters and as many UTF-8 bytes (each byte
+    is at most three characters percent-encoded), cut between characters. A longer text stays whole in the page."""
+    cut = value[:max_chars]
+    raw = cut.encode("utf-8", errors="surrogatepass")
+    if len(raw) > max_chars:
+        cut = raw[:max_chars].decode("utf-8", errors="ignore")
+    return cut
 
 
 class _Book:

@@ -30,14 +30,15 @@ def model_inputs(cache_key: tuple) -> tuple[Transformer, torch.Tensor, dict]:
 
 @memo(maxsize=128)
 def _cached_run(key: tuple, names: tuple, pos: Optional[str], temperature: float,
-                mask: Optional[np.ndarray], ablate: tuple) -> dict[str, np.ndarray]:
+                mask: Optional[np.ndarray], ablate: tuple, logits: bool = True) -> dict[str, np.ndarray]:
     model, tokens, kwargs = model_inputs(key)
     if mask is not None:
         kwargs["tgt_mask" if "tgt" in kwargs else "mask"] = torch.as_tensor(mask, device=model.device)
     fwd = [(f"{prefix}blocks.{layer}.attn.hook_z", _zero_head(head)) for prefix, layer, head in ablate]
-    logits, cache = model.run_with_cache(tokens, list(names), pos=pos, temperature=temperature, fwd=fwd, **kwargs)
+    out_logits, cache = model.run_with_cache(tokens, list(names), pos=pos, temperature=temperature, fwd=fwd, **kwargs)
     out = {name: t.float().cpu().numpy() for name, t in cache.items()}
-    out["logits"] = logits.float().cpu().numpy()
+    if logits:  # [1 pos vocab]: 16 MB at 1,024 tokens of a 4,096-token vocabulary, so only when asked
+        out["logits"] = out_logits.float().cpu().numpy()
     return freeze(out)
 
 
@@ -50,7 +51,8 @@ def _zero_head(head: int):
 
 
 def run(sel: Selection, names: list[str] | str, *, pos: Optional[str] = None, temperature: float = 1.0,
-        mask: Optional[np.ndarray] = None, ablate: tuple = ()) -> dict[str, np.ndarray]:
-    """Logits and the named activations (read-only numpy, batch axis kept) for the sidebar's input."""
+        mask: Optional[np.ndarray] = None, ablate: tuple = (), logits: bool = True) -> dict[str, np.ndarray]:
+    """Logits (unless `logits` is False) and the named activations (read-only numpy, batch axis kept) for the
+    sidebar's input."""
     names = (names,) if isinstance(names, str) else tuple(names)
-    return dict(_cached_run(sel.cache_key, names, pos, float(temperature), mask, tuple(ablate)))
+    return dict(_cached_run(sel.cache_key, names, pos, float(temperature), mask, tuple(ablate), logits))

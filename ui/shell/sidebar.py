@@ -20,8 +20,8 @@ from core.text_task import TextTask
 from ui.shell import lessons_bar, models, query
 from ui.shell.nav import ensure_app_navigation
 from ui.shell.memo import memo
-from ui.shell.sidebar_url import (DEVICE_KEY, GREEDY, INPUT_KEY, INPUT_MODEL_KEY, MAX_INPUT_TOKENS,  # noqa: F401
-                                  MODEL_KEY, SEED_KEY, TGT_KEY, TGT_MODE_KEY, TYPED,
+from ui.shell.sidebar_url import (DEVICE_KEY, FREE_POSITION_TOKENS, GREEDY, INPUT_KEY, INPUT_MODEL_KEY,  # noqa: F401
+                                  MAX_INPUT_TOKENS, MODEL_KEY, SEED_KEY, TGT_KEY, TGT_MODE_KEY, TYPED,
                                   URL)  # (re-exported: the pages name them from here)
 
 @dataclass
@@ -61,11 +61,17 @@ class Selection:
         return {"tgt": self.tgt_ids} if self.tgt_ids is not None else {}
 
 
-def _max_tokens(model: Transformer) -> int:
-    cap = MAX_INPUT_TOKENS
-    if model.cfg.pos == "learned" or model.cfg.max_len > MAX_INPUT_TOKENS:  # a checkpoint's own context counts too
-        cap = min(cap, model.cfg.max_len)
-    return cap
+def max_tokens(model: Transformer) -> int:
+    """The most tokens an input of this model may have: its context (a learned position table's length, a
+    checkpoint's `max_len`), at least FREE_POSITION_TOKENS where positions extend to any length (the toy models),
+    never more than MAX_INPUT_TOKENS (a config may declare anything)."""
+    context = model.cfg.max_len
+    if model.cfg.pos != "learned":
+        context = max(context, FREE_POSITION_TOKENS)
+    return min(context, MAX_INPUT_TOKENS)
+
+
+_max_tokens = max_tokens  # the name tests and pages used before it was public
 
 
 def _example(task: Task, arch: str, seed: int) -> str:
@@ -86,10 +92,11 @@ def _example_text(task_name: str, arch: str, seed: int) -> str:
     return " ".join(t for t in get_task(task_name).example(arch, seed=seed) if t != "<pad>")
 
 
-def _pick_model() -> str:
+def _pick_model(default_model: Optional[str] = None) -> str:
     choices = models.model_choices()
     if choices:
-        picked = URL.model.widget(st.selectbox, "Model", choices=tuple(choices), format_func=choices.get,
+        default = default_model if default_model in choices else None  # None: the first choice
+        picked = URL.model.widget(st.selectbox, "Model", default=default, choices=tuple(choices), format_func=choices.get,
                                   help="Models this project trained on toy tasks, checkpoints found in this server's "
                                        "model folders (GPT-2, BERT, Llama family: see the README), and any you train "
                                        "or upload.")
@@ -162,13 +169,17 @@ def _tokenise(task: Task, text: str, what: str, cap: int) -> tuple[Optional[list
     return tokens, None
 
 
-def shared_sidebar() -> Selection:
-    """Draw the shared sidebar and return the current Selection (stops the page on a fatal error)."""
+def shared_sidebar(default_model: Optional[str] = None) -> Selection:
+    """Draw the shared sidebar and return the current Selection (stops the page on a fatal error).
+
+    default_model: the model a session starts on when this is its first page and the URL names none (the Home
+    page opens on the English decoder); otherwise the first bundled model. A model already picked stays.
+    """
     ensure_app_navigation()
     lessons_bar.show()  # a lesson step opens its view here, before any control reads the URL
     with st.sidebar:
         st.markdown("### Model and input")
-        model_id = _pick_model()
+        model_id = _pick_model(default_model)
         _follow_model(model_id)
         device = _pick_device(models.describe(model_id))
         try:
@@ -179,7 +190,7 @@ def shared_sidebar() -> Selection:
             st.error(query.literal(f"Could not load this model: {exc}"))
             st.stop()
         arch = model.cfg.arch
-        cap = _max_tokens(model)
+        cap = max_tokens(model)
         if text_model:
             sel = _text_input(model_id, model, meta, task, device, cap)
             URL.input.write(st.session_state[INPUT_KEY])
@@ -194,7 +205,7 @@ def shared_sidebar() -> Selection:
             st.session_state[INPUT_KEY] = _example(task, arch, seed + 1)
             st.session_state.pop(TGT_KEY, None)
         text = st.text_area(label, key=INPUT_KEY, height=90,
-                            help=f"Tokens separated by spaces, at most {cap} (so that every pattern can be drawn). "
+                            help=f"Tokens separated by spaces, at most {cap:,} (this model's context). "
                                  f"Known tokens: {query.literal(' '.join(task.vocab.tokens[:40]))}")
         tokens, problem = _tokenise(task, text, "input", cap)
         notes = []
@@ -230,8 +241,8 @@ def _text_input(model_id: str, model: Transformer, meta: dict, task: TextTask, d
         st.session_state[SEED_KEY] = seed + 1
         st.session_state[INPUT_KEY] = task.example_text(seed + 1)
     text = st.text_area("Your text", key=INPUT_KEY, height=110,
-                        help=f"Any text. The model's own tokenizer splits it into tokens; the pages draw the first "
-                             f"{cap} of them.")
+                        help=f"Any text. The model's own tokenizer splits it into tokens; the pages read the first "
+                             f"{cap:,} of them (this model's context).")
     ids = task.vocab.encode(text) if text.strip() else []
     notes = []
     if not ids:
@@ -240,11 +251,11 @@ def _text_input(model_id: str, model: Transformer, meta: dict, task: TextTask, d
         notes.append(problem)
         ids = task.vocab.encode(task.example_text(seed))
     if len(ids) > cap:
-        note = f"Your text is {len(ids):,} tokens long; the pages show its first {cap}."
+        note = f"Your text is {len(ids):,} tokens long; the pages show its first {cap:,}."
         st.info(note)
         notes.append(note)
         ids = ids[:cap]
-    tokens = task.vocab.decode(ids)
+    tokens = task.vocab.labels(ids)
     st.caption(f"{len(ids)} tokens: " + query.literal(" · ".join(tokens[:40])) + (" …" if len(tokens) > 40 else ""))
     st.caption(f"**{task.title}.** {task.scored_for(model.cfg.arch)}")
     tensor = torch.tensor([ids], device=model.device)  # [1, pos]
@@ -294,12 +305,12 @@ def selection_for(sel: Selection, text: str, what: str = "second input") -> tupl
 
     Encoder-decoder models get their own greedy decoder input for the new source.
     """
-    cap = _max_tokens(sel.model)
+    cap = max_tokens(sel.model)
     if isinstance(sel.task, TextTask):
         ids = sel.task.vocab.encode(text)[:cap] if text.strip() else []
         if not ids:
             return None, f"The {what} is empty: type a sentence."
-        return Selection(sel.model_id, sel.model, sel.meta, sel.task, sel.device, sel.task.vocab.decode(ids),
+        return Selection(sel.model_id, sel.model, sel.meta, sel.task, sel.device, sel.task.vocab.labels(ids),
                          torch.tensor([ids], device=sel.model.device), None, None,  # [1 pos]
                          sel.task.targets(ids, sel.arch)), None
     tokens, problem = _tokenise(sel.task, text, what, cap)
