@@ -21,6 +21,7 @@ from core.model import Transformer
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
 MANIFEST = MODELS_DIR / "manifest.json"
+ENGLISH_DIR = MODELS_DIR / "english"  # the English models: Hugging Face-format folders (python -m core.train --english)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # a teaching model is a few hundred KB; refuse anything huge
 META_KEY = "glassbox"  # the safetensors metadata entry that holds our JSON
 # The largest size a checkpoint may declare, checked on the raw JSON before anything is built: the
@@ -234,6 +235,31 @@ def manifest_entry(model_id: str) -> dict:
 
 
 def load_bundled(model_id: str, device: Union[str, torch.device] = "cpu") -> tuple[Transformer, dict]:
-    """Load one bundled model by its manifest id."""
+    """Load one bundled model by its id: a toy model from the manifest, or one of the English models."""
+    if model_id in english_ids():
+        return load_english(model_id, device)
     entry = manifest_entry(model_id)
     return load(MODELS_DIR / entry["file"], device, trusted=True)
+
+
+def english_ids() -> list[str]:
+    """The bundled English models' ids: the subfolders of assets/models/english that hold a config.json."""
+    if not ENGLISH_DIR.is_dir():
+        return []
+    return sorted(p.name for p in ENGLISH_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def load_english(model_id: str, device: Union[str, torch.device] = "cpu") -> tuple[Transformer, dict]:
+    """One English model, read from its folder by core.pretrained like any checkpoint: (model, meta), the meta
+    naming its folder and family so that its tokenizer can be read back (core.pretrained.load_tokenizer)."""
+    from core import pretrained  # Hugging Face-format folders and tokenizers: only these models need it
+    from core.text_task import TEXT_TASK
+
+    found = pretrained.describe(ENGLISH_DIR / model_id, root=ENGLISH_DIR)
+    if found.problem is not None:
+        raise ValueError(f"the English model {model_id!r} cannot be opened: {found.problem}")
+    model, _ = pretrained.load_pretrained(found, device=device)
+    meta = {"id": model_id, "task": TEXT_TASK, "title": model_id, "family": found.family,
+            "architecture": found.architecture, "parameters": found.parameters, "context": found.context,
+            "dtype": found.dtype, "folder": str(found.path), "config": model.cfg.to_dict()}
+    return model, meta

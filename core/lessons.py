@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Optional
 
 from core import checks
-from core.checkpoints import read_manifest
+from core.checkpoints import english_ids, read_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS_DIR = ROOT / "assets" / "lessons"
@@ -203,7 +203,7 @@ def _view(src: _Source, raw: Mapping, step: int, views: Optional[Views]) -> tupl
                             f"(it has: {', '.join(sorted(views[page]))})")
         query[name] = _query_value(src, step, name, value)
     if "model" in query:
-        models = sorted(entry["id"] for entry in read_manifest())
+        models = sorted([entry["id"] for entry in read_manifest()] + english_ids())
         if query["model"] not in models:
             raise src.error(src.line_of("model", step, after=src.line_of("view", step)),
                             f"unknown model {query['model']!r} (bundled models: {', '.join(models)})")

@@ -1000,7 +1000,21 @@ class Tokenizer:
         return self._backend.decode(self._checked(ids), skip_special_tokens=skip_special)
 
     def labels(self, ids) -> list[str]:
-        return [self._label(i) for i in self._checked(ids)]
+        """One label per token. Byte-level pieces that each hold part of one character (a 4,096-token vocabulary
+        splits "é" into two bytes, an emoji into four) are labelled with that character, marked as a part:
+        `é…` then `…é`, rather than as raw bytes."""
+        ids = self._checked(ids)
+        labels = [self._label(i) for i in ids]
+        if self.style == "bytes":
+            _join_split_characters(labels, [self._bytes_of(i) for i in ids])
+        return labels
+
+    def _bytes_of(self, i: int) -> Optional[bytes]:
+        """A byte-level piece's bytes; None for a special or added token (never part of a character)."""
+        token = self._backend.id_to_token(i)
+        if token is None or i in self._special or i in self._added or not all(c in BYTE_OF_CHAR for c in token):
+            return None
+        return bytes(BYTE_OF_CHAR[c] for c in token)
 
     def _checked(self, ids) -> list[int]:
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
@@ -1023,6 +1037,62 @@ class Tokenizer:
         if self.style == "metaspace":
             return _visible(_metaspace_text(token))
         return _visible(token)
+
+
+def _join_split_characters(labels: list[str], pieces: list[Optional[bytes]]) -> None:
+    """Relabel, in place, each run of pieces whose bytes only decode together: every piece of the run shows the
+    characters it has a part of, `…` marking a character that goes on in the next piece or began in the last."""
+    start = 0
+    while start < len(pieces):
+        if pieces[start] is None or _decodes(pieces[start]):
+            start += 1
+            continue
+        end = start + 1  # grow the run until its bytes decode (a character is at most 4 bytes: 4 pieces)
+        while end < len(pieces) and end - start < 4 and pieces[end] is not None \
+                and not _decodes(b"".join(pieces[start:end])):
+            end += 1
+        run = pieces[start:end]
+        if not _decodes(b"".join(run)):
+            start += 1  # stray bytes: keep the \xNN labels
+            continue
+        offsets, at = [], 0
+        for piece in run:
+            offsets.append((at, at + len(piece)))
+            at += len(piece)
+        chars, at = [], 0  # (first byte, last byte + 1, character) of the run's text
+        for ch in b"".join(run).decode("utf-8"):
+            size = len(ch.encode("utf-8"))
+            chars.append((at, at + size, ch))
+            at += size
+        for k, (lo, hi) in enumerate(offsets):
+            text = ""
+            for c_lo, c_hi, ch in chars:
+                if c_lo < hi and lo < c_hi:
+                    text += _part_label(ch, max(lo, c_lo) - c_lo, min(hi, c_hi) - c_lo, c_hi - c_lo)
+            labels[start + k] = text
+        start = end
+
+
+SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _part_label(ch: str, lo: int, hi: int, size: int) -> str:
+    """Bytes lo..hi-1 of a character of `size` bytes: `é…` (its start), `…é` (its end), `…🙂₃…` (its third byte
+    alone), `🙂₁₂…` (its first two). The byte numbers appear wherever a piece's place would be ambiguous, so a
+    label names exactly one piece."""
+    if lo == 0 and hi == size:
+        return _visible(ch)
+    numbers = "".join(str(b + 1) for b in range(lo, hi)).translate(SUBSCRIPT)
+    ambiguous = hi - lo > 1 or (lo > 0 and hi < size)
+    return ("…" if lo > 0 else "") + _visible(ch) + (numbers if ambiguous else "") + ("…" if hi < size else "")
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _byte_level_text(token: str) -> str:

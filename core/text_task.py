@@ -79,7 +79,7 @@ class TextVocab:
     def tokens(self) -> list[str]:
         """Every id's label, in id order (ids the tokenizer does not know show as <id>)."""
         known = min(self.size, self.tokenizer.vocab_size)
-        return self.tokenizer.labels(range(known)) + [f"<{i}>" for i in range(known, self.size)]
+        return [self.tokenizer.labels([i])[0] for i in range(known)] + [f"<{i}>" for i in range(known, self.size)]
 
     @functools.cached_property
     def _index(self) -> dict[str, int]:
@@ -89,10 +89,29 @@ class TextVocab:
         return index
 
     def id(self, token: str) -> int:
-        """The first id whose label is `token` (ValueError if none)."""
-        if token not in self._index:
-            raise ValueError(f"no token of this model shows as {token!r}")
-        return self._index[token]
+        """The first id whose label is `token`, or that a text's `labels` showed as `token` (ValueError if none)."""
+        if token in self._index:
+            return self._index[token]
+        if token in self._joined:
+            return self._joined[token]
+        raise ValueError(f"no token of this model shows as {token!r}")
+
+    @functools.cached_property
+    def _joined(self) -> dict[str, int]:
+        return {}
+
+    def labels(self, ids: Sequence[int] | torch.Tensor | np.ndarray) -> list[str]:
+        """The labels of a text's ids, read together: byte pieces of one character show that character
+        (`é…`, `…é`; core.pretrained.Tokenizer.labels). `id` maps each such label back to its piece."""
+        ids = [int(i) for i in (ids.tolist() if isinstance(ids, (torch.Tensor, np.ndarray)) else ids)]
+        known = [i for i in ids if 0 <= i < min(self.size, self.tokenizer.vocab_size)]
+        if len(known) < len(ids):
+            return self.decode(ids)
+        labels = self.tokenizer.labels(ids)
+        for i, label in zip(ids, labels):
+            if label not in self._index:
+                self._joined.setdefault(label, i)
+        return labels
 
     def encode(self, text_or_tokens: str | Sequence[str]) -> list[int]:
         """Text through the tokenizer; a list of labels through `id`."""

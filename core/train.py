@@ -686,6 +686,8 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--eval-samples", type=int, default=1024)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these sizes)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--english", action="store_true",
+                   help="build the English decoder and encoder instead (see python -m core.train --english --help)")
     return p.parse_args(argv)
 
 
@@ -722,7 +724,13 @@ def build_bundle(ids: Optional[Sequence[str]] = None, eval_samples: int = 1024,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Command-line entry: train one model (--task ... --out PATH) or rebuild the bundle (--all)."""
+    """Command-line entry: train one model (--task ... --out PATH), rebuild the bundle (--all), or build the
+    English models (--english: every other argument goes to core.english.pipeline)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--english" in argv:
+        from core.english.pipeline import main as english_main
+
+        return english_main([a for a in argv if a != "--english"])
     args = _parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.list:

@@ -9,21 +9,26 @@ from ui.home import view as V
 from ui.shell.page import header, try_this
 from ui.shell.sidebar import shared_sidebar
 
-sel = shared_sidebar()
+sel = shared_sidebar(default_model=V.HOME_MODEL)
 header(
     "Transformer Glassbox",
-    "A small Transformer you can open up and poke. The models here were trained by this project on toy tasks "
-    "(reverse or sort a list of digits, continue a repeated pattern, check subject-verb agreement, match "
-    "brackets), small enough that their attention can be read by eye. Every page takes one idea from the "
-    "Transformer and lets you see it and change it on a real model.\n\n"
+    "A small Transformer you can open up and poke. It opens on a small model of English trained by this "
+    "project, so the first thing you see is attention on a sentence you type. The other bundled models were "
+    "trained here on toy tasks (reverse or sort a list of digits, continue a repeated pattern, check subject-verb "
+    "agreement, match brackets): small enough that their attention can be read by eye and every mechanism "
+    "checked exactly. Every page takes one idea from the Transformer and lets you see it and change it on a real "
+    "model.\n\n"
     "**How to use it.** Pick a model and an input in the sidebar: every page uses them. Each page opens with "
     "a line on its idea and its live figure; *Read more* holds the idea in full with its equation, and *try this* "
     "suggestions follow the figures. Everything you set is kept "
     "in the address bar, so copying the URL shares exactly the view you are looking at.",
     r"\mathrm{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)V",
-    lead='A small Transformer, trained here on toy tasks, that you can open up and poke. Pick a model and an input in the sidebar, then a page below: everything you set stays in the address bar.',
+    lead="A small Transformer you can open up and poke. Type a sentence in the sidebar and see where each word "
+         "looks; pick another model (English, or a toy task's) and a page below: everything you set stays in the "
+         "address bar.",
 )
 V.current_model(sel)
+V.your_sentence(sel)
 V.page_map()
 V.families_table()
 

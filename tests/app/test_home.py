@@ -61,4 +61,55 @@ def test_home_names_the_three_families_with_their_bundled_models():
     listed = " ".join(table["bundled models here"])
     for entry in read_manifest():
         assert entry["title"] in listed
-    assert "Encoder-decoder, T5-like" in " ".join(c.value for c in at.sidebar.caption)  # the sidebar names it too
+    assert "english-decoder (English)" in table.loc["decoder-only (GPT-like)", "bundled models here"]
+    assert "english-encoder (English)" in table.loc["encoder-only (BERT-like)", "bundled models here"]
+    assert "Decoder-only, GPT-like" in " ".join(c.value for c in at.sidebar.caption)  # the English decoder's family
+
+
+def _heatmap_labels(at) -> tuple[list, list]:
+    """The query (y) and key (x) labels of the Home page's attention figure."""
+    import json
+
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    trace = fig["data"][0]
+    return list(trace.get("y", [])), list(trace.get("x", []))
+
+
+def _text(labels: list) -> str:
+    """The text the labels spell (`3:␣an`, `4:imal` -> ` animal`)."""
+    return "".join(str(t).split(":", 1)[1] for t in labels).replace("␣", " ")
+
+
+def test_home_opens_on_the_english_decoder_with_attention_on_the_sentence():
+    """A newcomer's first page: the English decoder, the example sentence in the sidebar, and one head's pattern
+    labelled with the sentence's pieces; a typed sentence relabels it, and any text is accepted."""
+    at = app_at()
+    assert_ok(at)
+    assert at.sidebar.selectbox[0].value == "english-decoder"
+    assert "animal" in at.sidebar.text_area[0].value
+    y, x = _heatmap_labels(at)
+    assert "animal didn't cross the street" in _text(x) and len(x) == len(y)
+    at.sidebar.text_area[0].set_value("Café déjà vu 🙂 — 東京 and the river bank.").run()
+    assert_ok(at)
+    y, x = _heatmap_labels(at)
+    text = _text(x)  # every character read, none refused; a character split into byte pieces is named on each
+    assert "Caf" in text and "é……é" in text and "🙂…" in text and "…東" in text and "the river bank." in text
+    at.sidebar.text_area[0].set_value("").run()  # empty text: a message, and the example instead
+    assert_ok(at)
+    assert any("empty" in str(e.value) for e in [*at.sidebar.warning, *at.sidebar.error, *at.sidebar.info])
+
+
+def test_a_pasted_page_of_ten_thousand_characters_is_cut_to_the_context_with_a_note():
+    at = app_at()
+    at.sidebar.text_area[0].set_value("The cat sat on the mat and looked at the river. " * 210).run()  # 10,080 chars
+    assert_ok(at)
+    notes = " ".join(str(i.value) for i in at.sidebar.info)
+    assert "tokens long; the pages show its first 1,024" in notes
+    y, _ = _heatmap_labels(at)
+    assert len(y) <= 1024
+
+
+def test_a_model_named_in_the_link_wins_over_the_english_default():
+    at = app_at(None, {"model": "sort-decoder"})
+    assert_ok(at)
+    assert at.sidebar.selectbox[0].value == "sort-decoder"

@@ -15,7 +15,7 @@ from tests.app.conftest import app_at, assert_ok
 from tests.app.fragments import click
 from ui.shell import query
 from ui.shell.nav import PAGES
-from ui.shell.sidebar import GREEDY, TYPED, example_text
+from ui.shell.sidebar import FREE_POSITION_TOKENS, GREEDY, TYPED, example_text
 
 pytestmark = pytest.mark.usefixtures("bundled_models")
 
@@ -38,9 +38,12 @@ def test_app_opens_on_home_with_the_shared_sidebar():
     assert at.title[0].value == "Transformer Glassbox"
     picker = at.sidebar.selectbox(key="glassbox.model")
     manifest = read_manifest()
-    assert picker.options == [e.get("title", e["id"]) for e in manifest]
+    toy = [e.get("title", e["id"]) for e in manifest]
+    assert picker.options[:len(toy)] == toy  # the toy-task models first, then the English ones
+    assert [o.split(" ")[0] for o in picker.options[len(toy):]] == ["english-decoder", "english-encoder"]
+    assert picker.value == "english-decoder"  # Home opens on the English decoder
     assert at.sidebar.text_area(key="glassbox.input").value.strip()
-    assert at.query_params["model"] == manifest[0]["id"]
+    assert at.query_params["model"] == "english-decoder"  # written into the link like any choice
 
 
 def test_model_picker_describes_the_model_and_changes_the_input():
@@ -66,10 +69,14 @@ def test_bad_input_token_gets_a_clear_message_and_the_page_keeps_working():
 
 
 def test_too_long_input_is_refused_with_the_cap():
+    """A toy model's positions extend to any length: its cap is FREE_POSITION_TOKENS, not the 21 it was trained on."""
     at = app_at(None, {"model": "induction-sinusoidal"})
-    at.sidebar.text_area(key="glassbox.input").input(" ".join(["A"] * 500)).run()
+    at.sidebar.text_area(key="glassbox.input").input(" ".join(["A"] * (FREE_POSITION_TOKENS + 1))).run()
     assert_ok(at)
-    assert any("at most" in str(e.value) for e in at.sidebar.error)
+    assert any(f"at most {FREE_POSITION_TOKENS}" in str(e.value) for e in at.sidebar.error)
+    at.sidebar.text_area(key="glassbox.input").input(" ".join(["A"] * FREE_POSITION_TOKENS)).run()
+    assert_ok(at)
+    assert not at.sidebar.error
 
 
 def test_random_example_button_changes_the_input():
@@ -86,7 +93,7 @@ def test_url_model_and_input_open_that_view_and_bad_ones_are_reported():
     assert_ok(at)
     assert at.sidebar.selectbox(key="glassbox.model").value == "sort-decoder"
     assert at.sidebar.text_area(key="glassbox.input").value == text
-    bad = app_at(None, {"model": "gpt-17", "input": "x" * 5000})
+    bad = app_at(None, {"model": "gpt-17", "input": "x" * (query.MAX_TEXT_PARAM_CHARS + 1)})
     assert_ok(bad)
     warnings = " ".join(str(w.value) for w in bad.warning)
     assert "gpt-17" in warnings and "too long" in warnings

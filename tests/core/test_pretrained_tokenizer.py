@@ -153,3 +153,35 @@ def test_damaged_tokenizer_file(tmp_path):
     with pytest.raises(PretrainedError, match="could not be read"):
         load_tokenizer(folder, "gpt2")
     assert isinstance(load_tokenizer(write_tokenizer(tmp_path / "ok", "bpe"), "gpt2"), Tokenizer)
+
+
+def test_byte_pieces_of_one_character_are_labelled_with_that_character():
+    """A small byte-level vocabulary splits "é" into two pieces and an emoji into four: each piece's label names
+    the character it is part of, `…` on the side it continues, never raw `\\xNN` bytes; whole pieces are unchanged."""
+    from core.pretrained import _join_split_characters
+
+    pieces = [b"Caf", b"\xc3", b"\xa9", b" ", b"\xf0\x9f", b"\x99", b"\x82", b"!", b"\xff", b"\xf0", b"\x9f", b"\x99\x82"]
+    labels = ["Caf", "\\xc3", "\\xa9", "␣", "\\xf0\\x9f", "\\x99", "\\x82", "!", "\\xff", "\\xf0", "\\x9f", "\\x99\\x82"]
+    _join_split_characters(labels, pieces)
+    assert labels == ["Caf", "é…", "…é", "␣", "🙂₁₂…", "…🙂₃…", "…🙂", "!", "\\xff",  # a stray byte stays as it was
+                      "🙂…", "…🙂₂…", "…🙂₃₄"]  # the same character split otherwise: other labels, each one piece
+    specials = [b"\xc3", None, b"\xa9"]  # a special token between two halves: nothing to join
+    kept = ["\\xc3", "<s>", "\\xa9"]
+    _join_split_characters(kept, specials)
+    assert kept == ["\\xc3", "<s>", "\\xa9"]
+
+
+def test_the_labels_of_a_text_map_back_to_its_ids():
+    """What the pages show under each token (joined characters included) turns back into the same ids, so a view
+    that re-encodes the sidebar's tokens reads the same input."""
+    from core.checkpoints import ENGLISH_DIR
+    from core.pretrained import load_tokenizer
+    from core.text_task import TextVocab
+
+    tokenizer = load_tokenizer(ENGLISH_DIR / "english-decoder", "gpt2")
+    vocab = TextVocab(tokenizer, tokenizer.vocab_size)
+    for text in ("Café déjà vu 🙂 — 東京", "naïve ☃ x\ttab\nline", "plain words"):
+        ids = vocab.encode(text)
+        labels = vocab.labels(ids)
+        assert vocab.encode(labels) == ids
+        assert not any(label.startswith("\\x") for label in labels)

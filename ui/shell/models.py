@@ -27,6 +27,8 @@ USER_MODELS_KEY = "glassbox.user_models"  # {id: (model, meta)} trained or uploa
 USER_PREFIX = "session:"
 FOLDER_PREFIX = "folder:"  # checkpoints found in GLASSBOX_MODELS_DIR or the Hugging Face cache (core.pretrained)
 MAX_LOADED_FOLDERS = 2  # real checkpoints kept in memory per process: a GPT-2 small is 0.5 GB in float32
+ENGLISH_DIR = checkpoints.ENGLISH_DIR  # the English models this project trains (python -m core.train --english)
+MAX_LOADED_ENGLISH = 4  # they are small (a few MB each): kept like the bundled toy models
 
 
 MAX_LOADED_MODELS = 24  # bundled models kept in memory per process (11 ship; a GPU doubles the keys)
@@ -76,11 +78,14 @@ def add_user_model(model: Transformer, meta: dict) -> str:
 
 
 def model_choices() -> dict[str, str]:
-    """id -> label for the picker: bundled models first, then the checkpoints found in folders, then this
-    session's."""
+    """id -> label for the picker: bundled models first (the toy tasks', then the English ones), then the
+    checkpoints found in folders, then this session's."""
     choices = {e["id"]: e.get("title", e["id"]) for e in manifest()}
+    for model_id, found in english_models().items():
+        choices[model_id] = f"{found.name} (English, {FAMILY_NAMES.get(found.family, found.family)} layout, {_count(found.parameters)})"
     for model_id, found in folder_models().items():
-        choices[model_id] = f"{found.name} ({FAMILY_NAMES.get(found.family, found.family)}, {_count(found.parameters)})"
+        if model_id not in choices:
+            choices[model_id] = f"{found.name} ({FAMILY_NAMES.get(found.family, found.family)}, {_count(found.parameters)})"
     for model_id, (_, meta) in user_models().items():
         choices[model_id] = f"{meta.get('title', 'Your model')} (this session)"
     return choices
@@ -108,13 +113,27 @@ def found_folders() -> list[pretrained.ModelFolder]:
     return list(_folders(int(time.monotonic() // MANIFEST_TTL_S), settings))
 
 
+@memo(maxsize=1)
+def _english(period: int) -> tuple[pretrained.ModelFolder, ...]:
+    return tuple(pretrained.find_models([ENGLISH_DIR]))
+
+
+def english_models() -> dict[str, pretrained.ModelFolder]:
+    """id -> folder of the bundled English models (assets/models/english/<id>/, Hugging Face layout, read by
+    core.pretrained like any checkpoint): their ids carry no prefix, as the toy models' do."""
+    return {found.name: found for found in _english(int(time.monotonic() // MANIFEST_TTL_S)) if found.problem is None}
+
+
 def folder_models() -> dict[str, pretrained.ModelFolder]:
-    """id -> folder, for the folders that can be opened."""
-    return {FOLDER_PREFIX + found.name: found for found in found_folders() if found.problem is None}
+    """id -> folder, for the folders that can be opened: the bundled English models, then those found in
+    GLASSBOX_MODELS_DIR and the Hugging Face cache."""
+    found_here = {FOLDER_PREFIX + found.name: found for found in found_folders() if found.problem is None}
+    return {**english_models(), **found_here}
 
 
 def is_folder_model(model_id: str) -> bool:
-    return str(model_id).startswith(FOLDER_PREFIX)
+    """Whether a model is read from a Hugging Face-format folder (a checkpoint, or a bundled English model)."""
+    return str(model_id).startswith(FOLDER_PREFIX) or str(model_id) in english_models()
 
 
 def is_text_model(meta: dict) -> bool:
@@ -125,6 +144,16 @@ def is_text_model(meta: dict) -> bool:
 @memo(maxsize=MAX_LOADED_FOLDERS, max_bytes=1 << 62)
 def _load_folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
     """A checkpoint from its folder, once per process (shared, never mutated), with its text task."""
+    return _read_folder(model_id, device)
+
+
+@memo(maxsize=MAX_LOADED_ENGLISH, keep_when_idle=True)
+def _load_english(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
+    """A bundled English model, once per process; kept like the toy models (it is small)."""
+    return _read_folder(model_id, device)
+
+
+def _read_folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
     found = folder_models().get(model_id)
     if found is None:
         raise ValueError(f"there is no model folder called {model_id.removeprefix(FOLDER_PREFIX)!r} (any more)")
@@ -140,6 +169,12 @@ def _load_folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTas
 
 def folder_description(found: pretrained.ModelFolder) -> str:
     """One line for the sidebar: family, size, context and how the weights are stored."""
+    if found.path.parent == ENGLISH_DIR:
+        kind = "a masked-word encoder" if found.family == "bert" else "a next-word decoder"
+        return (f"English, {kind} trained by this project on the prose of the Python documentation "
+                f"({FAMILY_NAMES.get(found.family, found.family)} layout): {_count(found.parameters)} parameters, "
+                f"context {found.context:,} tokens, stored as {found.dtype}, computed in float32. Any text is "
+                f"accepted: its tokenizer splits words it has not seen into pieces.")
     return (f"{FAMILY_NAMES.get(found.family, found.family)} checkpoint ({found.architecture}) from a folder on "
             f"this server: {_count(found.parameters)} parameters, context {found.context:,} tokens, stored as "
             f"{found.dtype}, computed in float32.")
@@ -161,10 +196,11 @@ def task_of(model_id: str, device: str = "cpu"):
 
 
 def _folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
-    if _load_folder.has(model_id, device):
-        return _load_folder(model_id, device)
+    load = _load_english if model_id in english_models() else _load_folder
+    if load.has(model_id, device):
+        return load(model_id, device)
     with st.spinner(f"Loading {model_id.removeprefix(FOLDER_PREFIX)} from its folder ..."):
-        return _load_folder(model_id, device)
+        return load(model_id, device)
 
 
 def _count(n: int) -> str:

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 # arguments, and a view that asks for other arguments simply misses the asset.
 COMMON_GLOBS = ("core/**/*.py", "ui/shell/runs.py", "ui/shell/models.py", "ui/shell/memo.py", "ui/shell/fingerprint.py",
                "ui/shell/precomputed.py", "assets/models/*")
+TRAINING_ONLY = ("core/english/",)  # code that builds models offline (python -m core.train --english): no page runs it
 ALLOWED_PACKAGES = ("core.", "ui.")
 
 
@@ -68,7 +69,9 @@ def _digest(files: list[Path], root: Path) -> str:
 def code_digest(module: str, root: Path = ROOT) -> str:
     """A digest of every file the results of memos in `module` (e.g. 'ui.cost.runs') depend on."""
     own = root / (module.replace(".", "/") + ".py")
-    return _digest([p for pattern in COMMON_GLOBS for p in root.glob(pattern)] + [own], root)
+    files = [p for pattern in COMMON_GLOBS for p in root.glob(pattern)
+             if not p.relative_to(root).as_posix().startswith(TRAINING_ONLY)]
+    return _digest(files + [own], root)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -51,6 +51,35 @@ def repeated_probe(vocab: Vocab, n: int, k: int, seed: int, bos: bool = True) ->
     return torch.tensor(rows, dtype=torch.long)  # [n pos]
 
 
+def random_text_probe(vocab, arch: str, max_len: int, n: int = 8, k: int = 50, seed: int = 0) -> torch.Tensor:
+    """The repeated random-token probe for a model that reads text (a TextVocab), as the induction-head literature
+    draws it: each of n rows is the begin token, k distinct ids from the whole vocabulary (special tokens left
+    out), the same ids again, and an encoder's end token. `[n pos]`; k shrinks to fit the context."""
+    special = set(vocab.tokenizer.special_ids.values())
+    known = min(len(vocab), vocab.tokenizer.vocab_size)
+    pool = np.setdiff1d(np.arange(known), np.fromiter(special, dtype=np.int64, count=len(special)))
+    end = [vocab.sep_id] if arch == "encoder" and vocab.tokenizer.sep_id is not None else []
+    k = min(k, (max_len - 1 - len(end)) // 2, len(pool))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        r = rng.choice(pool, size=k, replace=False).tolist()
+        rows.append([vocab.bos_id] + r + r + end)
+    return torch.tensor(rows, dtype=torch.long)  # [n pos]
+
+
+def repeated_text_probe(vocab, arch: str, max_len: int, text: str) -> torch.Tensor:
+    """A sentence read twice, `[1 pos]`: begin token, its pieces, the same pieces again (and an encoder's end
+    token). The second reading is where an induction head finds each piece's earlier copy on real text. The
+    sentence is cut so that both copies fit the context."""
+    end = [vocab.sep_id] if arch == "encoder" and vocab.tokenizer.sep_id is not None else []
+    special = set(vocab.tokenizer.special_ids.values())
+    ids = [i for i in vocab.encode(text) if i not in special][: (max_len - 1 - len(end)) // 2]  # pieces only
+    if len(ids) < 2:
+        raise ValueError("the repeated-sentence probe needs a sentence of at least 2 tokens")
+    return torch.tensor([[vocab.bos_id] + ids + ids + end], dtype=torch.long)  # [1 pos]
+
+
 def induction_targets(tokens: np.ndarray) -> np.ndarray:
     """For each position t, the position after the most recent earlier copy of tokens[t], or -1.
 

@@ -1,0 +1,374 @@
+"""The whole build, one command: corpus, tokenizer, baselines, both models, export, evaluation, README.
+
+`python -m core.train --english [--device cpu|cuda] [--out assets/models/english]
+[--corpus build/english/corpus.txt] [--quick] [--timing N]` runs `build`, which writes
+<out>/english-decoder/ and <out>/english-encoder/ (Hugging Face folders with glassbox.json beside the
+weights) and <out>/README.md, and returns the numbers the command prints as a table. `--timing N` runs
+the real recipe for N steps of each model into build/english/timing/ and projects the full build's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import tokenizers
+import torch
+
+from core.device import pick_device
+from core.english import baselines, corpus, data, export, heads, recipe, tokenizer, training
+from core.model import Transformer
+from core.pretrained import load_pretrained
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = ROOT / "assets" / "models" / "english"
+DEFAULT_CORPUS = ROOT / "build" / "english" / "corpus.txt"
+DECODER_NAME, ENCODER_NAME = "english-decoder", "english-encoder"
+COMMAND = "python -m core.train --english"
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Prepared:
+    """Everything both models train and are scored on."""
+
+    corpus: corpus.Corpus
+    tok: tokenizers.Tokenizer
+    decoder_train: torch.Tensor  # [n] documents after <|endoftext|>
+    decoder_heldout: torch.Tensor  # [n]
+    encoder_train: torch.Tensor  # [n] documents after [SEP]
+    encoder_heldout: torch.Tensor  # [n]
+    ids: data.MaskIds
+    ngram: baselines.Ngram  # unigram and bigram of the decoder's training stream
+    corpus_info: dict
+    seconds: float
+
+
+def prepare(r: recipe.Recipe, corpus_path: Path, log: Log) -> Prepared:
+    """The corpus (read or cached), the tokenizer trained on its training documents, the four streams."""
+    start = time.perf_counter()
+    c = corpus.load_corpus(corpus_path, limit=r.corpus_documents)
+    log(f"corpus: {c.stats()['documents']} documents from {corpus_path}")
+    tok = tokenizer.train_tokenizer(corpus.texts(c.train), r.vocab_size)
+    train_ids = tokenizer.encode_plain(tok, corpus.texts(c.train))
+    held_ids = tokenizer.encode_plain(tok, corpus.texts(c.heldout))
+    eot, sep = tokenizer.special_id(tok, tokenizer.EOT), tokenizer.special_id(tok, tokenizer.SEP)
+    cap = r.max_eval_tokens + 1
+    ids = data.MaskIds(cls=tokenizer.special_id(tok, tokenizer.CLS), sep=sep,
+                       mask=tokenizer.special_id(tok, tokenizer.MASK), n_special=len(tokenizer.SPECIALS),
+                       vocab_size=tok.get_vocab_size())
+    info = dict(c.source, **c.stats(), sha256=corpus.corpus_digest(corpus_path),
+                train_tokens=sum(map(len, train_ids)), heldout_tokens=sum(map(len, held_ids)),
+                heldout_split=f"{len(c.heldout)} whole documents evenly spread over the sorted order "
+                              f"(core.english.corpus.heldout_indices, share {corpus.HELDOUT_SHARE})",
+                heldout_names=[d.name for d in c.heldout][:50])
+    decoder_train = data.stream(train_ids, eot)
+    return Prepared(c, tok, decoder_train, data.stream(held_ids, eot)[:cap], data.stream(train_ids, sep),
+                    data.stream(held_ids, sep)[:cap], ids, baselines.fit(decoder_train, tok.get_vocab_size()),
+                    info, time.perf_counter() - start)
+
+
+def _training_record(run: training.Run, r: recipe.Recipe, steps: int, device: torch.device, extra: dict) -> dict:
+    tail = run.losses[-min(50, len(run.losses)):]
+    return {"seed": r.seed, "steps": run.steps, "recipe_steps": steps, "tokens_seen": run.tokens,
+            "device": str(device), "device_name": _device_name(device), "wall_seconds": round(run.seconds, 1),
+            "cpu_seconds": round(run.cpu_seconds, 1),
+            "final_loss_mean_last_50": round(sum(tail) / len(tail), 4), **extra}
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def _common(p: Prepared, r: recipe.Recipe, full: recipe.Recipe) -> dict:
+    preliminary = r.decoder_steps < full.decoder_steps or r.encoder_steps < full.encoder_steps
+    return {"preliminary": preliminary, "corpus": p.corpus_info,
+            "tokenizer": {"kind": "byte-level BPE (Hugging Face tokenizers), shared by both models",
+                          "vocab_size": p.tok.get_vocab_size(), "specials": list(tokenizer.SPECIALS),
+                          "trained_on": "the training documents only"},
+            "recipe": r.to_dict(), "command": COMMAND,
+            "versions": {"torch": torch.__version__, "tokenizers": tokenizers.__version__,
+                         "python": platform.python_version()}}
+
+
+def build_decoder(p: Prepared, r: recipe.Recipe, full: recipe.Recipe, out: Path, device: torch.device,
+                  log: Log, progress) -> tuple[dict, Transformer]:
+    """Train, score, export and check the decoder; returns its manifest and the trained model (float32)."""
+    config = recipe.decoder_config(r, p.tok.get_vocab_size())
+    run = training.train_decoder(config, p.decoder_train, r, device, progress)
+    log(f"decoder: {run.steps} steps, {run.tokens:,} tokens, {run.seconds:.0f} s")
+    start = time.perf_counter()
+    base = baselines.perplexities(p.ngram, p.decoder_heldout)
+    float32 = training.decoder_perplexity(run.model, p.decoder_heldout, r.decoder_context)
+    eot = tokenizer.special_id(p.tok, tokenizer.EOT)
+    folder = out / DECODER_NAME
+    manifest = {"model": DECODER_NAME, "layout": "GPT2LMHeadModel", **_common(p, r, full),
+                "training": _training_record(run, r, full.decoder_steps, device, {
+                    "objective": f"causal LM on packed windows of {r.decoder_context} tokens, documents joined "
+                                 f"by <|endoftext|>",
+                    "repeat_share": r.repeat_share, "repeat_span": list(r.repeat_span),
+                    "repeated_windows": run.repeated_windows,
+                    "repeat_note": f"{r.repeat_share:.0%} of the training windows carry a passage of "
+                                   f"{r.repeat_span[0]}-{r.repeat_span[1]} tokens copied to a later place in the "
+                                   f"same window (so that induction heads form within the CPU budget)"})}
+    export.save_folder(run.model, folder, export.gpt2_config(run.model, eot), manifest)
+    tokenizer.save(p.tok, folder, "gpt2", r.decoder_context)
+    loaded, tok = load_pretrained(folder, device=device)
+    stored = training.decoder_perplexity(loaded, p.decoder_heldout, r.decoder_context)
+    manifest["evaluation"] = {
+        "heldout_targets": float32["targets"], "heldout_perplexity": round(stored["perplexity"], 3),
+        "heldout_perplexity_float32": round(float32["perplexity"], 3),
+        "float16_change": round(stored["perplexity"] - float32["perplexity"], 4),
+        "baselines": {"unigram_perplexity": round(base["unigram"], 3), "bigram_perplexity": round(base["bigram"], 3),
+                      "smoothing": "unigram add-one; bigram interpolated with the unigram by Witten-Bell",
+                      "counted_on": "the decoder's training stream"}}
+    manifest["heads"] = heads.decoder_roles(loaded, tok)
+    manifest["training"]["evaluation_seconds"] = round(time.perf_counter() - start, 1)
+    export.write_manifest(folder, manifest)
+    return manifest, run.model
+
+
+def build_encoder(p: Prepared, r: recipe.Recipe, full: recipe.Recipe, out: Path, device: torch.device,
+                  log: Log, progress) -> tuple[dict, Transformer]:
+    """Train, score, export and check the encoder; returns its manifest and the trained model (float32)."""
+    config = recipe.encoder_config(r, p.tok.get_vocab_size())
+    run = training.train_encoder(config, p.encoder_train, p.ids, r, device, progress)
+    log(f"encoder: {run.steps} steps, {run.tokens:,} tokens, {run.seconds:.0f} s")
+    start = time.perf_counter()
+    batches = data.encoder_eval_batches(p.encoder_heldout, r.encoder_context,
+                                        training.generator(r.seed, training.EVAL_STREAM, training.ENCODER), p.ids)
+    float32, answers = training.encoder_fill(run.model, batches)
+    fill = baselines.fill_metrics(torch.cat([_fill(p.ngram, b, p.ids) for b in batches]), answers)
+    pad = tokenizer.special_id(p.tok, tokenizer.PAD)
+    folder = out / ENCODER_NAME
+    manifest = {"model": ENCODER_NAME, "layout": "BertForMaskedLM", **_common(p, r, full),
+                "training": _training_record(run, r, full.encoder_steps, device, {
+                    "objective": f"masked LM: windows [CLS] text [SEP] of {r.encoder_context} tokens (a share "
+                                 f"{r.short_share} of the batches {r.short_range[0]}-{r.short_range[1]} tokens), "
+                                 f"{r.mask_share:.0%} of the ordinary tokens chosen: 80% [MASK], 10% random, "
+                                 f"10% kept; documents joined by [SEP]; token type 0 throughout"})}
+    export.save_folder(run.model, folder, export.bert_config(run.model, pad), manifest)
+    tokenizer.save(p.tok, folder, "bert", r.encoder_context)
+    loaded, tok = load_pretrained(folder, device=device)
+    stored, _ = training.encoder_fill(loaded, batches)
+    manifest["evaluation"] = {
+        "masked_slots": stored["slots"], "masking": f"{r.mask_share:.0%} of the ordinary held-out tokens, all "
+                                                    f"replaced by [MASK]",
+        "masked_accuracy": round(stored["accuracy"], 4), "masked_perplexity": round(stored["perplexity"], 3),
+        "masked_accuracy_float32": round(float32["accuracy"], 4),
+        "masked_perplexity_float32": round(float32["perplexity"], 3),
+        "float16_change": round(stored["perplexity"] - float32["perplexity"], 4),
+        "baselines": {"bigram_fill_accuracy": round(fill["accuracy"], 4),
+                      "bigram_fill_perplexity": round(fill["perplexity"], 3),
+                      "scoring": "candidate w at a masked slot scored by P(w | left) * P(right | w) with the "
+                                 "decoder's Witten-Bell bigram, normalised over the ordinary tokens"}}
+    manifest["heads"] = heads.encoder_roles(loaded, tok)
+    manifest["training"]["evaluation_seconds"] = round(time.perf_counter() - start, 1)
+    export.write_manifest(folder, manifest)
+    return manifest, run.model
+
+
+def _fill(ngram: baselines.Ngram, b: data.EncoderBatch, ids: data.MaskIds) -> torch.Tensor:
+    slots = (b.targets != data.IGNORE).nonzero()  # [m 2], row-major: the order encoder_fill reads them
+    return baselines.fill_scores(ngram, b.tokens, slots, ids.mask, ids.n_special)
+
+
+def build(r: recipe.Recipe, corpus_path: Path, out: Path, device: torch.device, log: Log = lambda s: None,
+          progress=None, full: Optional[recipe.Recipe] = None) -> dict:
+    """The whole pipeline; returns {"decoder", "encoder": manifests, "models": {"decoder", "encoder"}: the
+    trained float32 models, "prepare_seconds", "seconds"}."""
+    start = time.perf_counter()
+    full = full or r
+    p = prepare(r, Path(corpus_path), log)
+    log(f"tokenizer: {p.tok.get_vocab_size()} tokens; {p.corpus_info['train_tokens']:,} training and "
+        f"{p.corpus_info['heldout_tokens']:,} held-out tokens ({p.seconds:.0f} s)")
+    out = Path(out)
+    dec, decoder = build_decoder(p, r, full, out, device, log, progress)
+    enc, encoder = build_encoder(p, r, full, out, device, log, progress)
+    seconds = time.perf_counter() - start
+    for m, name in ((dec, DECODER_NAME), (enc, ENCODER_NAME)):
+        m["build_seconds"] = round(seconds, 1)
+        export.write_manifest(out / name, m)
+    (out / "README.md").write_text(readme(dec, enc), encoding="utf-8")
+    return {"decoder": dec, "encoder": enc, "models": {"decoder": decoder, "encoder": encoder},
+            "prepare_seconds": p.seconds, "seconds": seconds}
+
+
+# ---------------------------------------------------------------------------------------------
+# What the command prints, and the README beside the models
+
+
+def table(dec: dict, enc: dict) -> str:
+    """The numbers, as a Markdown table."""
+    d, e = dec["evaluation"], enc["evaluation"]
+    h = dec["heads"]
+    rows = [
+        "| model | measure (held-out) | model's | baseline(s) |",
+        "|---|---|---|---|",
+        f"| {DECODER_NAME} | perplexity ({d['heldout_targets']:,} next-token targets) | {d['heldout_perplexity']:.2f} "
+        f"(float32 {d['heldout_perplexity_float32']:.2f}) | unigram {d['baselines']['unigram_perplexity']:.1f}, "
+        f"bigram {d['baselines']['bigram_perplexity']:.1f} |",
+        f"| {ENCODER_NAME} | masked-token accuracy ({e['masked_slots']:,} slots) | {e['masked_accuracy']:.3f} | "
+        f"bigram fill {e['baselines']['bigram_fill_accuracy']:.3f} |",
+        f"| {ENCODER_NAME} | masked-token perplexity | {e['masked_perplexity']:.2f} (float32 "
+        f"{e['masked_perplexity_float32']:.2f}) | bigram fill {e['baselines']['bigram_fill_perplexity']:.1f} |",
+    ]
+    for role in ("previous token", "induction"):
+        t = h[role]
+        rows.append(f"| {DECODER_NAME} | best {role} head: random-token probe / repeated sentence | "
+                    f"L{t['random_tokens']['layer']}H{t['random_tokens']['head']} {t['random_tokens']['score']:.2f} / "
+                    f"L{t['repeated_sentence']['layer']}H{t['repeated_sentence']['head']} "
+                    f"{t['repeated_sentence']['score']:.2f} | chance {t['random_tokens_chance']:.2f} |")
+    return "\n".join(rows)
+
+
+def readme(dec: dict, enc: dict) -> str:
+    """assets/models/english/README.md: sources, licences, how to rebuild, the numbers."""
+    c, r, tr = dec["corpus"], dec["recipe"], dec["training"]
+    status = ("**Preliminary models**: trained for fewer steps than the recipe (decoder "
+              f"{dec['training']['steps']} of {dec['training']['recipe_steps']}, encoder {enc['training']['steps']} "
+              f"of {enc['training']['recipe_steps']}); rebuild with the command below for the real ones.\n\n"
+              if dec["preliminary"] or enc["preliminary"] else "")
+    copyright = c.get("copyright", "").strip().rstrip(".")
+    return f"""# English models
+
+Two small English models trained by this project, sharing one byte-level BPE tokenizer of
+{dec['tokenizer']['vocab_size']:,} tokens (any text is accepted; nothing is an unknown token):
+
+- `{DECODER_NAME}/`: a decoder in GPT-2's layout (`GPT2LMHeadModel`), context {r['decoder_context']:,} tokens.
+- `{ENCODER_NAME}/`: an encoder in BERT's layout (`BertForMaskedLM`), context {r['encoder_context']:,} tokens.
+
+Each folder is a Hugging Face model folder (config.json, model.safetensors in float16, tokenizer.json,
+tokenizer_config.json) that `core.pretrained.load_pretrained` and `transformers` both open, and
+`glassbox.json` records how it was made: corpus, seeds, steps, tokens, device, time and every number below.
+
+{status}## Sources and licences
+
+- Text: {c['name']} ({c.get('version') or 'version not recorded'}): {c['documents']} documents,
+  {c['train_characters'] + c['heldout_characters']:,} characters, {c['train_tokens'] + c['heldout_tokens']:,} tokens.
+- Licence of the text: {c.get('licence', 'not recorded')}. {copyright + '.' if copyright else ''}
+- The text is not shipped: the build reads it from {c.get('path', 'the corpus file')}.
+- Held-out: {c['heldout_documents']} whole documents ({c['heldout_tokens']:,} tokens), evenly spread over the
+  sorted document list; the tokenizer, the baselines and the models never see them in training.
+- Code, weights and tokenizer: this project's.
+
+## Rebuild
+
+```
+apt-get install python3.11-doc         # the corpus (or pass --corpus with build/english/corpus.txt)
+{COMMAND} [--device cuda] [--out assets/models/english] [--corpus build/english/corpus.txt]
+```
+
+The command extracts the corpus once into build/english/corpus.txt (+ corpus.json), trains the tokenizer
+and both models (seed {r['seed']}), evaluates them and writes this folder.
+
+| this build | decoder | encoder |
+|---|---|---|
+| layout | d_model {r['d_model']}, {r['n_layers']} layers, {r['n_heads']} heads | the same |
+| steps | {tr['steps']:,} of {tr['recipe_steps']:,} x {r['decoder_batch']} windows of {r['decoder_context']:,} tokens | {enc['training']['steps']:,} of {enc['training']['recipe_steps']:,} x {r['encoder_batch']} windows of {r['encoder_context']:,} tokens ({r['short_share']:.0%} of the batches shorter) |
+| tokens seen | {tr['tokens_seen']:,} | {enc['training']['tokens_seen']:,} |
+| training time | {tr['wall_seconds']:,.0f} s | {enc['training']['wall_seconds']:,.0f} s |
+
+The decoder's windows: {r['repeat_share']:.0%} carry a passage of {r['repeat_span'][0]}-{r['repeat_span'][1]} tokens
+copied to a later place in the same window, so that induction heads form within the CPU budget. Device:
+{tr['device_name']}; the whole command took {dec.get('build_seconds', 0):,.0f} s.
+
+## Numbers (held-out text)
+
+{table(dec, enc)}
+
+Perplexities count every held-out token; the ones shown are those of the float16 weights as stored (float32
+in brackets). Baselines use the same tokenizer and the same training text: add-one unigram, Witten-Bell
+bigram, and for masked slots the bigram fill P(w | left) * P(right | w). A head counts as found at a score of
+{dec['heads']['found_at']} or more.
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=f"{COMMAND}", description="Build the English decoder and encoder.")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available")
+    p.add_argument("--out", default=None, help=f"output folder (default {DEFAULT_OUT.relative_to(ROOT)})")
+    p.add_argument("--corpus", default=None, help=f"corpus cache (default {DEFAULT_CORPUS.relative_to(ROOT)}; "
+                                                  f"written from python3.11-doc when missing)")
+    p.add_argument("--quick", action="store_true", help="the whole pipeline at tiny scale (tests)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--decoder-steps", type=int, default=None, help="fewer steps: a preliminary build")
+    p.add_argument("--encoder-steps", type=int, default=None, help="fewer steps: a preliminary build")
+    p.add_argument("--timing", type=int, default=None, metavar="N",
+                   help="run N steps of each model (real recipe) into build/english/timing and project the time")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    if args.device == "cuda" and device.type != "cuda":
+        print("--device cuda: no CUDA device here", file=sys.stderr)
+        return 2
+    full = recipe.QUICK if args.quick else recipe.FULL
+    if args.seed is not None:
+        full = dataclasses.replace(full, seed=args.seed)
+    r = recipe.with_steps(full, args.timing or args.decoder_steps, args.timing or args.encoder_steps)
+    out = Path(args.out) if args.out else (ROOT / "build" / "english" / "timing" if args.timing else DEFAULT_OUT)
+    corpus_path = Path(args.corpus) if args.corpus else DEFAULT_CORPUS
+    print(f"device {device} ({_device_name(device)}); out {out}")
+    try:
+        result = build(r, corpus_path, out, device, log=print, progress=_progress, full=full)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    dec, enc = result["decoder"], result["encoder"]
+    print()
+    print(table(dec, enc))
+    print(f"\nwhole command: {result['seconds']:.0f} s; folders in {out}")
+    if args.timing:
+        print(projection(result, r, full))
+    return 0
+
+
+def projection(result: dict, r: recipe.Recipe, full: recipe.Recipe) -> str:
+    """The full recipe's time, from a run of a few steps: the same command with the training scaled up.
+
+    Two readings: wall time as measured (pessimistic on a machine other jobs share), and the training's
+    CPU time spread over the threads (what the steps cost on cores of their own, at perfect scaling)."""
+    dec, enc = result["decoder"]["training"], result["encoder"]["training"]
+    threads = torch.get_num_threads()
+    lines = []
+    for label, per_dec, per_enc in (
+            ("wall", dec["wall_seconds"] / dec["steps"], enc["wall_seconds"] / enc["steps"]),
+            (f"cpu/{threads}", dec["cpu_seconds"] / dec["steps"] / threads, enc["cpu_seconds"] / enc["steps"] / threads)):
+        rest = result["seconds"] - dec["wall_seconds"] - enc["wall_seconds"]
+        total = rest + per_dec * full.decoder_steps + per_enc * full.encoder_steps
+        lines.append(f"timing ({label}): decoder {per_dec:.2f} s/step x {full.decoder_steps} = "
+                     f"{per_dec * full.decoder_steps / 60:.1f} min ({full.decoder_batch * full.decoder_context / per_dec:,.0f}"
+                     f" tokens/s); encoder {per_enc:.2f} s/step x {full.encoder_steps} = "
+                     f"{per_enc * full.encoder_steps / 60:.1f} min; everything else {rest / 60:.1f} min; projected whole "
+                     f"command {total / 60:.1f} min")
+    return "\n".join(lines)
+
+
+def _progress(info: training.Progress) -> None:
+    sys.stderr.write(f"\r{info.model} {info.step}/{info.total} loss {info.loss:.3f} {info.seconds:.0f}s")
+    if info.step == info.total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The recipe: the two models' layouts and sizes, and how long each trains.
+
+The decoder has GPT-2's layout (learned positions, pre-LN, GELU in its tanh form, biases, the
+unembedding tied to the token embedding); the encoder BERT's (learned positions and two token types,
+a norm on the embeddings, post-LN, the masked-LM head, tied unembedding with its own bias). Both are
+TransformerConfigs, so they train as Glassbox models and export to the two Hugging Face layouts.
+
+FULL is sized for the 60-minute budget on 2 CPU cores (about 20-25 minutes of training per model);
+QUICK runs the whole pipeline in seconds, for tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from core.config import TransformerConfig
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Sizes and schedule of both models."""
+
+    vocab_size: int = 4096
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    decoder_context: int = 1024
+    encoder_context: int = 512
+    # -- the decoder's training
+    decoder_steps: int = 1300
+    decoder_batch: int = 4  # windows of decoder_context tokens per step
+    decoder_lr: float = 2e-3
+    repeat_share: float = 0.25  # windows carrying a repeated passage (induction heads; see core.english.data)
+    repeat_span: tuple[int, int] = (16, 128)  # tokens in that passage
+    # -- the encoder's training
+    encoder_steps: int = 2000
+    encoder_batch: int = 8  # windows of encoder_context tokens per step
+    encoder_lr: float = 1e-3
+    short_share: float = 0.2  # batches of short windows ([CLS] a few words [SEP])
+    short_range: tuple[int, int] = (8, 128)
+    mask_share: float = 0.15
+    # -- both
+    position_init_std: float = 0.02  # the learned position table starts as the sinusoidal table at this std (0: random)
+    warmup: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    max_eval_tokens: int = 200_000  # held-out tokens each evaluation reads at most
+    corpus_documents: int = 0  # 0: every document; n: the first n (quick runs)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+FULL = Recipe()
+QUICK = Recipe(vocab_size=320, d_model=32, n_layers=2, n_heads=4, decoder_context=64, encoder_context=32,
+               decoder_steps=12, decoder_batch=2, encoder_steps=12, encoder_batch=4, warmup=3, repeat_span=(4, 12),
+               short_range=(6, 16), max_eval_tokens=2_000, corpus_documents=60)
+
+
+def with_steps(recipe: Recipe, decoder_steps: int | None, encoder_steps: int | None) -> Recipe:
+    """The recipe with other step counts (a preliminary or timing run)."""
+    return replace(recipe, decoder_steps=decoder_steps or recipe.decoder_steps,
+                   encoder_steps=encoder_steps or recipe.encoder_steps)
+
+
+def decoder_config(r: Recipe, vocab_size: int) -> TransformerConfig:
+    """GPT-2's layout at the recipe's size."""
+    return TransformerConfig(arch="decoder", vocab_size=vocab_size, d_model=r.d_model, n_heads=r.n_heads,
+                             n_layers=r.n_layers, d_mlp=4 * r.d_model, max_len=r.decoder_context, pos="learned",
+                             norm="pre", act="gelu_tanh", ln_eps=1e-5, qkv_bias=True, attn_out_bias=True,
+                             mlp_bias=True, tie_embeddings=True)
+
+
+def encoder_config(r: Recipe, vocab_size: int) -> TransformerConfig:
+    """BERT's layout (BertForMaskedLM) at the recipe's size."""
+    return TransformerConfig(arch="encoder", vocab_size=vocab_size, d_model=r.d_model, n_heads=r.n_heads,
+                             n_layers=r.n_layers, d_mlp=4 * r.d_model, max_len=r.encoder_context, pos="learned",
+                             norm="post", act="gelu", ln_eps=1e-12, qkv_bias=True, attn_out_bias=True,
+                             mlp_bias=True, unembed_bias=True, tie_embeddings=True, embed_norm=True,
+                             n_token_types=2, mlm_head=True)

@@ -1,0 +1,259 @@
+"""The English models' pipeline (core/english): corpus reader, tokenizer, baselines, export, and a quick build.
+
+The quick build runs the whole pipeline (tokenizer, both models, export, evaluation) at tiny scale on a
+corpus this file writes; its folders must load in Glassbox and in transformers with the same logits, and
+two builds with one seed must write the same bytes. CI has no python3-doc: the HTML reader is checked on a
+page written here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from core.english import baselines, corpus, data, pipeline, recipe, tokenizer, training
+from core.pretrained import load_pretrained, load_tokenizer, padding_mask
+
+WORDS = ("the a model reads every token and attention heads look back at earlier words while the encoder fills "
+         "masked slots from both sides of each sentence python function returns value list string").split()
+
+
+def write_corpus(path: Path, documents: int = 24, seed: int = 0) -> Path:
+    """Documents of made-up sentences, separated by blank lines, one paragraph a line."""
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(documents):
+        paragraphs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30))).capitalize() + "."
+                      for _ in range(rng.randint(3, 8))]
+        docs.append("\n".join(paragraphs))
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    source = {"name": "made-up test sentences", "licence": "CC0-1.0"}
+    path.with_suffix(".json").write_text(json.dumps({"source": source, "documents": [f"d{i}" for i in range(documents)]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, one_thread):
+    """One quick build through the command line, one through `build` (same seed), both on the same corpus."""
+    root = tmp_path_factory.mktemp("english")
+    text = write_corpus(root / "corpus.txt")
+    from core.train import main
+
+    assert main(["--english", "--quick", "--device", "cpu", "--corpus", str(text), "--out", str(root / "cli")]) == 0
+    result = pipeline.build(recipe.QUICK, text, root / "api", torch.device("cpu"))
+    return root, result
+
+
+def folders(root: Path, name: str) -> tuple[Path, Path]:
+    return root / name / pipeline.DECODER_NAME, root / name / pipeline.ENCODER_NAME
+
+
+def test_quick_build_writes_both_folders_in_float16(built):
+    root, _ = built
+    for folder in folders(root, "cli"):
+        names = {p.name for p in folder.iterdir()}
+        assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "glassbox.json"} <= names
+        with safe_open(str(folder / "model.safetensors"), "pt") as f:
+            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
+    assert "## Numbers" in (root / "cli" / "README.md").read_text(encoding="utf-8")
+
+
+def test_same_seed_same_bytes_other_seed_other_weights(built, tmp_path):
+    root, _ = built
+    for a, b in zip(folders(root, "cli"), folders(root, "api")):
+        for name in ("model.safetensors", "tokenizer.json", "config.json"):
+            assert (a / name).read_bytes() == (b / name).read_bytes(), f"{a.name}/{name} differs between runs"
+    prepared = pipeline.prepare(recipe.QUICK, root / "corpus.txt", lambda s: None)
+    config = recipe.decoder_config(recipe.QUICK, prepared.tok.get_vocab_size())
+    runs = [training.train_decoder(config, prepared.decoder_train, replace(recipe.QUICK, seed=seed, decoder_steps=3),
+                                   torch.device("cpu")) for seed in (0, 0, 1)]
+    weights = [r.model.state_dict()["stack.W_E.weight"] for r in runs]
+    assert torch.equal(weights[0], weights[1])
+    assert not torch.equal(weights[0], weights[2])
+
+
+def test_glassbox_loads_the_trained_models(built):
+    """load_pretrained gives the trained model's logits: exactly those of its float16-rounded weights."""
+    root, result = built
+    for folder, key in zip(folders(root, "api"), ("decoder", "encoder")):
+        trained = result["models"][key]
+        ours, _ = load_pretrained(folder)
+        rounded = type(trained)(trained.cfg)
+        rounded.load_state_dict({k: v.half().float() for k, v in trained.state_dict().items()})
+        tokens = torch.randint(5, trained.cfg.vocab_size, (2, 20), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            loaded, exact, full = ours(tokens), rounded.eval()(tokens), trained(tokens)
+        torch.testing.assert_close(loaded, exact, atol=1e-5, rtol=0)
+        assert (loaded - full).abs().max() < 0.05  # float16 rounding moves logits a little, no more
+        assert ours.cfg == trained.cfg
+
+
+def test_transformers_reads_the_folders_with_the_same_logits(built):
+    transformers = pytest.importorskip("transformers")
+    root, _ = built
+    decoder, encoder = folders(root, "api")
+    vocab = json.loads((decoder / "config.json").read_text())["vocab_size"]
+    tokens = torch.randint(0, vocab, (2, 24), generator=torch.Generator().manual_seed(0))
+    for folder, cls in ((decoder, transformers.GPT2LMHeadModel), (encoder, transformers.BertForMaskedLM)):
+        theirs, info = cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
+                                           output_loading_info=True)
+        assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
+        ours, _ = load_pretrained(folder)
+        with torch.no_grad():
+            if cls is transformers.BertForMaskedLM:
+                attention = torch.ones_like(tokens)
+                attention[1, 15:] = 0  # the second row is 15 tokens and 9 of padding
+                types = torch.zeros_like(tokens)
+                types[:, 10:] = 1
+                mine = ours(tokens, mask=padding_mask(attention), token_type_ids=types)
+                hf = theirs.eval()(tokens, attention_mask=attention, token_type_ids=types).logits
+            else:
+                mine, hf = ours(tokens), theirs.eval()(tokens).logits
+        torch.testing.assert_close(mine, hf, atol=1e-4, rtol=0)
+
+
+ODD_TEXTS = ["", "Café crème, naïve façade, São Paulo", "世界 こんにちは 안녕하세요", "emoji 🙂👍🏽 and 🇫🇷",
+             "control \x00\x01\x07\x1b[0m tab\tnew\nline\r\n", "combining e\u0301 and RTL שלום", "\ufeffBOM",
+             "x" * 500]
+
+
+def test_tokenizers_accept_any_text_and_round_trip(built):
+    root, _ = built
+    decoder, encoder = folders(root, "api")
+    dec, enc = load_tokenizer(decoder, "gpt2"), load_tokenizer(encoder, "bert")
+    rng = random.Random(0)
+    noise = "".join(chr(rng.choice([rng.randrange(32, 0xD7FF), rng.randrange(0xE000, 0x10FFFF)])) for _ in range(300))
+    for text in ODD_TEXTS + [noise]:
+        ids = dec.encode(text)
+        assert all(0 <= i < dec.vocab_size for i in ids)
+        assert dec.decode(ids) == text
+        assert len(dec.labels(ids)) == len(ids)
+        wrapped = enc.encode(text)
+        assert wrapped[0] == enc.cls_id and wrapped[-1] == enc.sep_id and wrapped[1:-1] == ids
+        assert enc.decode(wrapped) == text
+    assert dec.encode("") == [] and enc.encode("") == [enc.cls_id, enc.sep_id]
+    assert "".join(dec.labels(dec.encode("every token reads"))) == "every␣token␣reads"
+    eot = dec.encode(tokenizer.EOT)
+    assert eot == [dec.bos_id] and dec.bos_id == dec.eos_id
+    # a typed [MASK] is the mask token, and takes the space before it (as a masked "␣word" did in training)
+    assert enc.encode("the [MASK] reads")[1:-1] == [*dec.encode("the"), enc.mask_id, *dec.encode(" reads")]
+    assert enc.labels([enc.mask_id]) == ["[MASK]"]
+    assert {enc.cls_id, enc.sep_id, enc.mask_id, enc.pad_id} == {2, 3, 4, 0}
+
+
+def test_manifests_record_sources_licences_and_scores(built):
+    root, _ = built
+    decoder, encoder = folders(root, "api")
+    dec = json.loads((decoder / "glassbox.json").read_text())
+    enc = json.loads((encoder / "glassbox.json").read_text())
+    for m in (dec, enc):
+        assert m["corpus"]["licence"] == "CC0-1.0" and m["corpus"]["name"] == "made-up test sentences"
+        assert len(m["corpus"]["sha256"]) == 64 and m["corpus"]["heldout_names"] == ["d12"]
+        assert m["training"]["seed"] == 0 and m["training"]["steps"] == recipe.QUICK.decoder_steps
+        assert m["training"]["tokens_seen"] > 0 and m["training"]["device"] == "cpu"
+        assert m["preliminary"] is False
+    e = dec["evaluation"]
+    assert 1 < e["heldout_perplexity"] < 320 and abs(e["float16_change"]) < 0.05 * e["heldout_perplexity"]
+    assert 1 < e["baselines"]["bigram_perplexity"] < e["baselines"]["unigram_perplexity"] < 320
+    assert {"previous token", "induction"} <= set(dec["heads"])
+    f = enc["evaluation"]
+    assert 0 <= f["masked_accuracy"] <= 1 and 0 <= f["baselines"]["bigram_fill_accuracy"] <= 1
+    assert f["masked_slots"] > 0 and math.isfinite(f["masked_perplexity"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines, by hand
+
+
+def test_bigram_of_an_alternating_sequence():
+    """0 1 0 1 ...: the bigram is nearly certain of each next token, the unigram is a coin (plus smoothing)."""
+    train = torch.tensor([0, 1] * 50)  # 100 tokens over a vocabulary of 3
+    model = baselines.fit(train, vocab_size=3)
+    torch.testing.assert_close(model.unigram.double(), torch.tensor([51, 51, 1], dtype=torch.float64) / 103)
+    # Witten-Bell after 0: c(0) = 50 pairs, all "0 1", T(0) = 1: P(1 | 0) = (50 + P(1)) / 51
+    assert model.bigram[0, 1].item() == pytest.approx((50 + 51 / 103) / 51)
+    assert model.bigram[2].tolist() == pytest.approx(model.unigram.tolist())  # 2 never seen: the unigram
+    torch.testing.assert_close(model.bigram.sum(dim=1), torch.ones(3))
+    scores = baselines.perplexities(model, torch.tensor([0, 1, 0, 1, 0]))
+    assert scores["targets"] == 4
+    # held-out targets: 1 after 0 twice, 0 after 1 twice; c(1) = 49 pairs "1 0", T(1) = 1
+    p10, p01 = (50 + 51 / 103) / 51, (49 + 51 / 103) / 50
+    assert scores["bigram"] == pytest.approx((p10 * p01) ** -0.5, rel=1e-5)
+    assert scores["unigram"] == pytest.approx(103 / 51)
+
+
+def test_bigram_fill_picks_the_word_between_its_neighbours():
+    model = baselines.fit(torch.tensor([5, 6, 7] * 30), vocab_size=8)
+    ids = data.MaskIds(cls=2, sep=3, mask=4, n_special=5, vocab_size=8)
+    tokens = torch.tensor([[2, 5, 4, 7, 4, 3]])  # [CLS] 5 [MASK] 7 [MASK] [SEP]
+    log_q = baselines.fill_scores(model, tokens, torch.tensor([[0, 2], [0, 4]]), ids.mask, ids.n_special)
+    assert log_q.shape == (2, 8) and torch.isinf(log_q[:, :5]).all()
+    assert log_q[0].argmax().item() == 6  # 5 _ 7: only 6 follows 5 and precedes 7
+    assert log_q[1].argmax().item() == 5  # 7 _ [SEP]: 5 follows 7
+    metrics = baselines.fill_metrics(log_q, torch.tensor([6, 5]))
+    assert metrics["accuracy"] == 1.0 and 1 <= metrics["perplexity"] < 1.2
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus reader, on a page written here
+
+PAGE = """<html><head><title>t</title><script>var x = "<p>no</p>";</script></head><body>
+<div class="related" role="navigation"><ul><li>navigation link</li></ul></div>
+<div class="document"><div class="body" role="main">
+<section><h1>Built-in Functions<a class="headerlink" href="#x">¶</a></h1>
+<p>The   interpreter has <code class="docutils literal"><span class="pre">len()</span></code> and
+it’s “quoted”.</p>
+<div class="highlight-python3 notranslate"><div class="highlight"><pre>print("code")</pre></div></div>
+<table><tr><td><p>cell</p></td></tr></table>
+<div class="toctree-wrapper"><ul><li>contents entry</li></ul></div>
+<dl class="py function"><dt class="sig">abs(x)</dt><dd><p>Return the absolute value.</p></dd></dl>
+<div class="admonition note"><p class="admonition-title">Note</p><p>Be careful.</p></div>
+<ul><li>first item</li><li><p>second item</p></li></ul>
+</section></div></div>
+<div class="sphinxsidebar"><p>sidebar text</p></div><div class="footer">© footer</div></body></html>"""
+
+
+def test_html_reader_keeps_prose_only():
+    assert corpus.html_paragraphs(PAGE) == [
+        "Built-in Functions", "The interpreter has len() and it's \"quoted\".", "Return the absolute value.",
+        "Be careful.", "first item", "second item"]
+
+
+def test_docs_tree_split_and_cache(tmp_path):
+    html = tmp_path / "html"
+    for name in ("library/b.html", "library/a.html", "genindex-A.html", "index.html", "tutorial/c.html",
+                 "empty.html", "_static/x.html"):
+        (html / name).parent.mkdir(parents=True, exist_ok=True)
+        body = "" if name == "empty.html" else f"<p>Text of {name}.</p>"
+        (html / name).write_text(f'<div class="body">{body}</div>', encoding="utf-8")
+    docs = corpus.read_html_docs(html)
+    assert [d.name for d in docs] == ["library/a.html", "library/b.html", "tutorial/c.html"]
+    cache = tmp_path / "build" / "corpus.txt"
+    c = corpus.load_corpus(cache, html_root=html)
+    assert cache.exists() and json.loads(cache.with_suffix(".json").read_text())["source"]["licence"]
+    assert [d.name for d in c.heldout] == ["library/b.html"] and len(c.train) == 2
+    assert corpus.read_cache(cache)[0] == docs
+    assert corpus.heldout_indices(482) == sorted(set(corpus.heldout_indices(482))) and \
+        len(corpus.heldout_indices(482)) == 24 and corpus.heldout_indices(1) == []
+
+
+def test_repeated_passages_and_masking(one_thread):
+    text = torch.arange(5, 5 + 400)  # every token distinct: a repeat is the only way a token recurs
+    g = torch.Generator().manual_seed(0)
+    b = data.decoder_batch(text, 6, 64, g, repeat_share=1.0, repeat_span=(8, 16))
+    assert torch.equal(b.tokens[:, 1:], b.targets[:, :-1]) and b.repeated == 6
+    for row in torch.cat([b.tokens, b.targets[:, -1:]], dim=1):
+        assert len(set(row.tolist())) <= 65 - 8  # at least 8 tokens occur twice
+    ids = data.MaskIds(cls=2, sep=3, mask=4, n_special=5, vocab_size=405)
+    e = data.encoder_batch(text, 64, 32, g, ids)
+    chosen = e.targets != data.IGNORE
+    assert (e.tokens[:, 0] == 2).all() and (e.tokens[:, -1] == 3).all() and not chosen[:, [0, -1]].any()
+    assert 0.1 < chosen.float().mean() < 0.2
+    assert 0.7 < (e.tokens[chosen] == 4).float().mean() < 0.9
