@@ -114,7 +114,7 @@ def _assert_nothing_cut(page, name: str) -> None:
     assert not cut, "\n".join(cut)
 
 
-@pytest.mark.parametrize("path,kind", [("cost", "stPlotlyChart"), ("train", "stPlotlyChart"), ("", "stImage")],
+@pytest.mark.parametrize("path,kind", [("cost", "stPlotlyChart"), ("train", "stPlotlyChart"), ("", "stPlotlyChart")],
                          ids=["cost", "train", "home"])
 def test_the_main_figure_starts_on_the_first_screen_at_1024(server_url, browser, path, kind):
     context, page = _open(browser, server_url, path)
