@@ -23,7 +23,7 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 PAGES = [
     ("attention", "model=induction-rope&head=2", "induction-rope"),
     ("heads", "model=reverse-encdec", "reverse-encdec"),
-    ("positions", "", None),
+    ("positions", "model=reverse-encdec", None),  # the toy default: the English decoder (learned table) would add a panel first
 ]
 
 
