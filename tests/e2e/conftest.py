@@ -73,9 +73,18 @@ def streamlit_server(extra_env: dict | None = None, log_path: Path | None = None
 
 
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory):
+def server_url(tmp_path_factory, browser):
+    """The session's server, its home page opened once in the browser: the very first script run of a fresh
+    server uses Streamlit's old pages/-folder mode (app.py does not run: no sections, no wide layout) until
+    st.navigation has been called once, so every test sees the app as every later visitor does, whichever
+    test file comes first (with pytest-xdist each worker has its own server)."""
     # Its output goes to a file: a pipe nobody reads would stop the server once 64 KB of log filled it.
     with streamlit_server(log_path=tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        warm = browser.new_page()
+        try:
+            open_page(warm, url, timeout=180_000)
+        finally:
+            warm.close()
         yield url
 
 

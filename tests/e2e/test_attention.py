@@ -1,38 +1,21 @@
-"""Real browser: every page of the app loads without an exception, and on the Attention page a
-slider and a select change the heatmap. Screenshots go to test-artifacts/screenshots/.
-
-With GLASSBOX_THUMBNAILS=1 the first chart of each page is also saved, shrunk, as the home page's
-picture in assets/images/<url_path>.png.
+"""Real browser: on the Attention page a slider and a select change the heatmap, and each view draws.
+Screenshots go to test-artifacts/screenshots/. (Every page's first load, and its screenshot, is in
+test_offline.py.)
 """
 
 from __future__ import annotations
 
-import os
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
 
 from tests.app.conftest import decode_array
-from tests.e2e.conftest import (SCREENSHOTS, assert_no_exception, fit_viewport_to_page, open_page, pick_option,
+from tests.e2e.conftest import (assert_no_exception, fit_viewport_to_page, open_page, pick_option,
                                  plotly_data, screenshot, wait_for_run)
-from ui.shell.nav import IMAGES, PAGES
 
 pytestmark = pytest.mark.e2e
 CHART = "[data-testid='stPlotlyChart'] .js-plotly-plot"
-THUMB_WIDTH, THUMB_HEIGHT = 560, 300
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _app_mode(server_url, browser):
-    """The very first script run of a fresh server uses Streamlit's old pages/-folder mode (app.py does
-    not run: no sections, no wide layout) until st.navigation has been called once. Open the home page
-    first so the tests see the app as every later visitor does."""
-    warm = browser.new_page()
-    try:
-        open_page(warm, server_url, timeout=180_000)
-    finally:
-        warm.close()
 
 
 def _tall_screenshot(page, name: str, width: int = 1400, cap: int = 9000):
@@ -45,29 +28,6 @@ def _tall_screenshot(page, name: str, width: int = 1400, cap: int = 9000):
     path = screenshot(page, name)
     page.set_viewport_size({"width": width, "height": 1000})
     return path
-
-
-def _thumbnail(page, name: str) -> None:
-    """The page's first chart (or its top when it has none), shrunk for the home page's map."""
-    from PIL import Image
-
-    target = SCREENSHOTS / f"thumb_{name}.png"
-    charts = page.locator("[data-testid='stPlotlyChart']")
-    if charts.count():
-        charts.first.scroll_into_view_if_needed()
-        charts.first.screenshot(path=str(target))
-    else:
-        box = page.locator("[data-testid='stMain']").bounding_box()
-        page.screenshot(path=str(target), clip=dict(x=box["x"], y=box["y"], width=box["width"],
-                                                     height=min(box["height"], 800)))
-    if os.environ.get("GLASSBOX_THUMBNAILS") == "1":
-        IMAGES.mkdir(parents=True, exist_ok=True)
-        with Image.open(target) as img:
-            img = img.convert("RGB")
-            img.thumbnail((THUMB_WIDTH, THUMB_HEIGHT))
-            card = Image.new("RGB", (THUMB_WIDTH, THUMB_HEIGHT), "white")  # one shape for every card
-            card.paste(img, ((THUMB_WIDTH - img.width) // 2, (THUMB_HEIGHT - img.height) // 2))
-            card.save(IMAGES / f"{name}.png", optimize=True)
 
 
 def _z(page, index: int = 0) -> np.ndarray:
@@ -116,18 +76,6 @@ def _wait_change(page, before: np.ndarray, index: int = 0, timeout_ms: int = 60_
             return now
         page.wait_for_timeout(step)
     raise AssertionError("the heatmap did not change")
-
-
-def test_every_page_loads_without_an_exception(server_url, page):
-    missing = [p.path for p in PAGES if not p.exists]
-    assert not missing, f"pages listed in the menu whose files are missing: {missing}"
-    for info in PAGES:
-        open_page(page, f"{server_url}/{info.url_path}", timeout=180_000)
-        assert_no_exception(page)
-        name = info.url_path or "home"
-        _tall_screenshot(page, f"page_{name}")
-        if info.url_path:
-            _thumbnail(page, name)
 
 
 def test_slider_and_select_change_the_heatmap(server_url, page):

@@ -1,5 +1,5 @@
-"""Real browser at 1024 x 768 (the sidebar open: about 300 px of it) on the Attention, Heads and Masks pages: the
-first figure starts on the first screen, and nothing a student must read is cut there. Each test measures one
+"""Real browser at 1024 x 768 (the sidebar open: about 300 px of it) on the Attention, Heads and Masks pages, nothing
+a student must read is cut (that the first figure starts on the first screen is test_first_screen.py's). Each test measures one
 defect seen on these pages: an equation cut at the column's edge, a tab pushed out of the Heads tab strip, a
 metric label ended with '...', a chart title running past its chart."""
 
@@ -13,19 +13,7 @@ from tests.e2e.conftest import assert_no_exception, open_page, wait_for_run
 
 pytestmark = pytest.mark.e2e
 WIDTH, HEIGHT = 1024, 768
-SEEN = 150  # px of the first figure that must show without scrolling
 FIRST_CHART = "[data-testid='stMain'] [data-testid='stPlotlyChart']"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _app_mode(server_url, browser):
-    """The very first script run of a fresh server uses Streamlit's old pages/-folder mode (no app.py, narrow
-    layout) until st.navigation has been called once: open the home page first, as every later visitor does."""
-    warm = browser.new_page()
-    try:
-        open_page(warm, server_url, timeout=180_000)
-    finally:
-        warm.close()
 
 
 @pytest.fixture
@@ -65,14 +53,6 @@ CUT_EQUATIONS = """() => [...document.querySelectorAll("[data-testid='stMain'] .
               const right = Math.max(...[...e.querySelectorAll('.katex-html .base')].map(b => b.getBoundingClientRect().right));
               return [e.textContent.slice(0, 50), Math.round(right - column.right), e.scrollWidth - e.clientWidth]; })
   .filter(([, past, scroll]) => past > 1 || scroll > 4)"""
-
-
-@pytest.mark.parametrize("name", ["attention", "heads", "masks"])
-def test_the_first_figure_starts_on_the_first_screen(server_url, narrow, name):
-    _open(narrow, f"{server_url}/{name}")
-    top = narrow.evaluate(f"""() => {{ const main = document.querySelector("[data-testid='stMain']");
-        return document.querySelector("{FIRST_CHART}").getBoundingClientRect().top + main.scrollTop; }}""")
-    assert top <= HEIGHT - SEEN, f"/{name}: the first chart starts {top:.0f} px down a {HEIGHT} px window"
 
 
 @pytest.mark.parametrize("url", ["attention", "attention?view=steps", "attention?view=scale", "heads",

@@ -114,24 +114,6 @@ def _assert_nothing_cut(page, name: str) -> None:
     assert not cut, "\n".join(cut)
 
 
-@pytest.mark.parametrize("path,kind", [("cost", "stPlotlyChart"), ("train", "stPlotlyChart"), ("", "stPlotlyChart")],
-                         ids=["cost", "train", "home"])
-def test_the_main_figure_starts_on_the_first_screen_at_1024(server_url, browser, path, kind):
-    context, page = _open(browser, server_url, path)
-    try:
-        found = _first_figure_top(page)
-        assert found is not None, "no figure in the main column"
-        top, first = found
-        assert first == kind, f"the first figure is a {first}, not the page's main figure ({kind})"
-        assert top <= FIRST_SCREEN, f"the first figure starts at {top:.0f} px, below {FIRST_SCREEN} px"
-        _assert_title_row(page)
-        if not path:  # Home: the current-model line is on the first screen too
-            line = page.get_by_text("Current model:").first.bounding_box()
-            assert line is not None and line["y"] + line["height"] <= HEIGHT, line
-    finally:
-        context.close()
-
-
 def test_train_first_figure_is_the_live_learning_rate_schedule(server_url, browser):
     context, page = _open(browser, server_url, "train?steps=200&warmup=50&lr=0.004")
     try:
@@ -157,9 +139,18 @@ def test_train_first_figure_is_the_live_learning_rate_schedule(server_url, brows
     ("train", "[data-testid='stFileUploader']"),
     ("", None),
 ], ids=["cost", "train", "home"])
-def test_nothing_a_student_reads_is_cut_at_1024(server_url, browser, path, last):
+def test_the_main_figure_comes_first_and_nothing_a_student_reads_is_cut_at_1024(server_url, browser, path, last):
     context, page = _open(browser, server_url, path, last=last)
     try:
+        found = _first_figure_top(page)
+        assert found is not None, "no figure in the main column"
+        top, first = found
+        assert first == "stPlotlyChart", f"the first figure is a {first}, not the page's main chart"
+        assert top <= FIRST_SCREEN, f"the first figure starts at {top:.0f} px, below {FIRST_SCREEN} px"
+        _assert_title_row(page)
+        if not path:  # Home: the current-model line is on the first screen too
+            line = page.get_by_text("Current model:").first.bounding_box()
+            assert line is not None and line["y"] + line["height"] <= HEIGHT, line
         _assert_nothing_cut(page, path.split("?")[0] or "home")
     finally:
         context.close()
