@@ -20,6 +20,12 @@ input; each session's figures and text must show its own input and never another
 
 The harness starts `streamlit run serve.py` itself on 127.0.0.1 with a free port (stopped by PID at
 the end) and samples the server's CPU and RSS from /proc every second, or attaches to --url.
+--class-lesson L seats the students in a class instead (issue 40): the harness opens a class on lesson L as a
+teacher would (the Lessons page's Open button, through the protocol), every student joins with `?class=<code>`
+and follows step 1 (its page and its check), keeps the class's 1-second poll going (the fragment's auto-rerun,
+as the browser does) and clicks that page's widgets; with --answers every other action is an answer to the
+step's check (a number and the Check button), which the class store counts. Compare click p95 with and
+without --answers.
 --real-browsers K opens K real Chromium pages (Debian chromium via Playwright, in a subprocess:
 bench/classroom_browsers.py) beside the simulated students and reports their time to the page's
 finished state. Every wait has a time-out and the whole run is bounded by --seconds.
@@ -28,6 +34,7 @@ finished state. Every wait has a time-out and the whole run is bounded by --seco
     python bench/classroom.py --students 10 --seconds 60
     python bench/classroom.py --students 30 --seconds 90 --post-script-gc off --real-browsers 2
     python bench/classroom.py --url http://127.0.0.1:8501 --server-pid 1234 --students 5
+    python bench/classroom.py --students 30 --seconds 60 --trainers 0 --class-lesson mechanics-of-attention --answers
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ from streamlit.proto.Slider_pb2 import Slider  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root, for deploy/
+from core import lessons as L  # noqa: E402
 from core.tasks import get_task  # noqa: E402
 from deploy.cluster import Cluster, free_port  # noqa: E402
 from deploy.cluster import healthy as health  # noqa: E402
@@ -440,10 +448,12 @@ class Session:
                 del self.cache[h]
 
     # -- clicks ----------------------------------------------------------------------------
-    def click(self, rng: random.Random) -> Optional[tuple[str, WidgetState]]:
-        """A new value for one of the main area's widgets: (label, WidgetState), or None if none fits."""
+    def click(self, rng: random.Random, skip: tuple[str, ...] = ()) -> Optional[tuple[str, WidgetState]]:
+        """A new value for one of the main area's widgets: (label, WidgetState), or None if none fits. Widgets
+        whose key starts with one of `skip` are left alone."""
         ids = sorted(i for i, (kind, el, root) in self.widgets.items()
-                     if kind in CLICKABLE and root == MAIN and not getattr(el, "disabled", False))
+                     if kind in CLICKABLE and root == MAIN and not getattr(el, "disabled", False)
+                     and not any(f"-{prefix}" in i for prefix in skip))
         rng.shuffle(ids)
         for wid in ids:
             kind, el, _ = self.widgets[wid]
@@ -464,6 +474,17 @@ class Session:
             if kind == "button" and wid.endswith("-" + key_suffix) and not el.disabled:
                 return WidgetState(id=wid, trigger_value=True)
         return None
+
+    def answer(self, lesson: str, step: int, value: float) -> Optional[tuple[WidgetState, ...]]:
+        """A student's answer to a number check: the value typed and the Check button pressed, in one rerun."""
+        box = next((wid for wid, (kind, _, _) in self.widgets.items()
+                    if kind == "number_input" and wid.endswith(f"-lesson_answer.{lesson}.{step}")), None)
+        press = self.button(f"lesson_check.{lesson}.{step}")
+        if box is None or press is None:
+            return None
+        typed = WidgetState(id=box, double_value=float(value))
+        self.values[box] = typed
+        return typed, press
 
     def _current(self, wid: str):
         state = self.values.get(wid)
@@ -591,6 +612,9 @@ class Classroom:
     counter = itertools.count()
     seed = 0
     students: list = []
+    class_code = ""  # --class-lesson: the class every student joins
+    class_lesson = ""
+    answers = False  # --answers: every other action answers the step's check
 
 
 class Student(User):
@@ -609,6 +633,8 @@ class Student(User):
         self.page_ok = False
         self.last_tick = 0.0
         self.inflight: Optional[tuple[str, str, float]] = None  # (kind, page, sent at) of a rerun under way
+        self.next_action = 0.0  # in a class: when the next click or answer is due (polls fill the time between)
+        self.actions = 0
         Classroom.students.append(self)
 
     @property
@@ -616,6 +642,9 @@ class Student(User):
         return self.profile.itinerary[self.page_at % len(self.profile.itinerary)]
 
     def wait_time(self) -> float:
+        if Classroom.class_code and self.session is not None and self.session.auto is not None:
+            poll_due = self.session.auto[1] - (time.perf_counter() - self.last_tick)
+            return max(0.05, min(poll_due, self.next_action - time.perf_counter()))
         if self.session is not None and self.session.auto is not None:
             return max(0.05, self.session.auto[1] - (time.perf_counter() - self.last_tick))
         return self.rng.uniform(0.6, 1.4) * Classroom.think
@@ -635,6 +664,9 @@ class Student(User):
         if self.session is None or self.session.ws is None:
             self.record.reconnects += 1
             self.open_page(first=False)
+            return
+        if Classroom.class_code:
+            self.class_step()
             return
         if self.session.auto is not None:
             self.tick()
@@ -668,6 +700,33 @@ class Student(User):
                                                 page_hash=page_hash, timeout=Classroom.rerun_timeout))
         self.check_page(run, target)
 
+    def class_step(self) -> None:
+        """In a class: the poll when it is due, else a click on the step's page or (with --answers, every other
+        action) an answer to the step's check."""
+        now = time.perf_counter()
+        if now < self.next_action:
+            if self.session.auto is not None:
+                fragment_id = self.session.auto[0]
+                self.last_tick = now
+                self.do("poll", lambda s: s.rerun("poll", self.page, fragment_id=fragment_id, auto=True,
+                                                  timeout=Classroom.rerun_timeout))
+            return
+        self.next_action = now + self.rng.uniform(0.6, 1.4) * Classroom.think
+        self.actions += 1
+        if Classroom.answers and self.actions % 2 == 0:
+            answer = self.session.answer(Classroom.class_lesson, 1, self.rng.choice([0.1, 0.2, 0.5, 0.62]))
+            if answer is not None:
+                self.do("answer", lambda s: s.rerun("answer", self.page, widgets=answer,
+                                                    timeout=Classroom.rerun_timeout))
+                return
+            self.record.failures.append(f"no check to answer on /{self.page}")
+        picked = self.session.click(self.rng, skip=("lesson_answer.",))
+        if picked is not None:
+            fragment = self.session.fragment_of(picked[1])
+            kind = "section" if fragment else "click"
+            self.do(kind, lambda s: s.rerun(kind, self.page, widgets=(picked[1],), fragment_id=fragment,
+                                            timeout=Classroom.rerun_timeout))
+
     def check_page(self, run: Optional[Run], target: str) -> None:
         """After opening or switching: did the app show the page asked for (the navigation says which)?"""
         self.page_ok = run is not None and self.session is not None and \
@@ -697,7 +756,8 @@ class Student(User):
             self.fail("connect", page, t0, exc)
             return
         timeout = Classroom.first_timeout if first else Classroom.rerun_timeout
-        run = self.do("open", lambda s: s.rerun("open", page, query=self.profile.query(page), page_name=page,
+        query = f"class={Classroom.class_code}" if Classroom.class_code else self.profile.query(page)
+        run = self.do("open", lambda s: s.rerun("open", page, query=query, page_name=page,
                                                 page_hash="", timeout=timeout))
         self.check_page(run, page)
         if first:
@@ -949,9 +1009,12 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
       f"(1-min; other work on the machine counts in it)")
     if meta.get("balancer"):
         p(meta["balancer"])
+    if meta.get("class"):
+        p(meta["class"])
     all_runs = [r for rec in records for r in rec.runs]
-    by_kind = {k: [r[2] for r in all_runs if r[0] == k] for k in ("open", "click", "section", "page", "train", "tick")}
-    reruns = [r[2] for r in all_runs if r[0] != "tick"]
+    by_kind = {k: [r[2] for r in all_runs if r[0] == k]
+               for k in ("open", "click", "section", "page", "train", "tick", "answer", "poll")}
+    reruns = [r[2] for r in all_runs if r[0] not in ("tick", "poll")]
     exceptions = [e for rec in records for e in rec.exceptions]
     failures = [f for rec in records for f in rec.failures]
     alerts = [a for rec in records for a in rec.error_alerts]
@@ -986,6 +1049,8 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
     p(latency_row("page switch", by_kind["page"]))
     p(latency_row("Train button", by_kind["train"]))
     p(latency_row("training tick (fragment)", by_kind["tick"]))
+    p(latency_row("answer (a number and Check)", by_kind["answer"]))
+    p(latency_row("class poll (fragment, every 1 s)", by_kind["poll"]))
     p("")
     p("| page (opens, clicks, switches to it) | count | p50 | p95 | max |")
     p("|---|---|---|---|---|")
@@ -1101,6 +1166,37 @@ def report(args, records: list[Record], sampler: Sampler, meta: dict, browsers: 
 # ---------------------------------------------------------------------------------------------
 
 
+def open_class(url: str, lesson: str, timeout: float) -> tuple["Session", str]:
+    """Open a class on `lesson` as a teacher does (the Lessons page, the lesson chosen, Open a class), through
+    the protocol; returns the teacher's session (kept open: it holds the class) and the class's code."""
+    teacher = Session(url, timeout)
+    teacher.connect()
+    teacher.rerun("open", "lessons", query="", page_name="lessons", page_hash="", timeout=timeout)
+    box = next((wid for wid, (kind, _, _) in teacher.widgets.items()
+                if kind == "selectbox" and wid.endswith("-lessons.class_lesson")), None)
+    press = teacher.button("class_open")
+    if box is None or press is None:
+        raise SystemExit("the Lessons page shows no class form (lesson list or Open button missing)")
+    run = teacher.rerun("click", "lessons", widgets=(WidgetState(id=box, string_value=lesson), press), timeout=timeout)
+    found = next((m.group(1) for t in run.main_text if (m := re.search(r"Class code: `([A-Z2-9]{6})`", t))), None)
+    if found is None:
+        raise SystemExit(f"no class was opened on {lesson!r}: {run.error_alerts or run.exceptions}")
+    return teacher, found
+
+
+def answered_rows(teacher: "Session") -> str:
+    """How many rows the teacher's CSV of answers has now (the class card's download button says it)."""
+    try:
+        teacher.rerun("click", "lessons", timeout=60)
+    except ProtocolError as exc:
+        return f"? ({exc})"
+    for wid, (kind, el, _) in teacher.widgets.items():
+        found = re.search(r"\((\d+) rows\)", getattr(el, "help", "")) if kind == "download_button" else None
+        if found and wid.endswith("-class_csv"):
+            return found.group(1)
+    return "? (no CSV button on the class card)"
+
+
 def warm_up(url: str, timeout: float) -> float:
     """One visitor opens Home first (the teacher): pays the torch import and the first model load."""
     s = Session(url, timeout)
@@ -1162,8 +1258,14 @@ def parse_args(argv=None):
     ap.add_argument("--after", type=float, default=0, metavar="S",
                     help="keep sampling the server S seconds after the students left (memory back to baseline? "
                          "Streamlit drops a closed tab's session after server.disconnectedSessionTTL, 120 s)")
+    ap.add_argument("--class-lesson", default="", metavar="ID",
+                    help="seat every student in a class on this lesson (its step 1), opened by the harness")
+    ap.add_argument("--answers", action="store_true",
+                    help="with --class-lesson: every other action answers the step's check (a number check)")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     args = ap.parse_args(argv)
+    if args.answers and not args.class_lesson:
+        ap.error("--answers needs --class-lesson")
     if args.students < 1 or args.seconds <= 0:
         ap.error("--students must be at least 1 and --seconds positive")
     if args.cluster and args.url:
@@ -1212,7 +1314,18 @@ def main(argv=None) -> int:
             if args.settle > 0 and pids:
                 meta["settled"] = settle(pids, args.settle)
 
+        Classroom.class_code, Classroom.class_lesson, Classroom.answers = "", args.class_lesson, args.answers
+        teacher = None
+        if args.class_lesson:
+            teacher, Classroom.class_code = open_class(url, args.class_lesson, args.first_timeout)
+            meta["trainers"] = 0
+            meta["class"] = (f"a class on {args.class_lesson} (code {Classroom.class_code}), every student following "
+                             f"step 1 with its 1 s poll; {'every other action answers the check' if args.answers else 'no answers'}")
         Classroom.profiles = make_profiles(args.students, meta["trainers"], args.seed)
+        if args.class_lesson:
+            step_page = L.load_lesson(L.LESSONS_DIR / f"{args.class_lesson}.toml").steps[0].page.removesuffix(".py")
+            for prof in Classroom.profiles:
+                prof.start_page, prof.itinerary = step_page, [step_page]
         Classroom.records = {}
         Classroom.base_url = url
         Classroom.think = args.think
@@ -1249,6 +1362,9 @@ def main(argv=None) -> int:
         runner.quit()
         for student in Classroom.students:
             student.on_stop()  # close every websocket (a closed tab)
+        if teacher is not None:
+            meta["class"] += f"; the class store counted {answered_rows(teacher)} first answers (students x steps)"
+            teacher.close()
         meta["locust"] = (env.stats.total.num_requests, env.stats.total.num_failures)
         meta["elapsed"] = time.perf_counter() - t_start
         if args.after > 0:  # the tabs are closed: does the server give the memory back?

@@ -11,6 +11,7 @@ from ui.shell.sidebar import shared_sidebar
 
 sel = shared_sidebar()
 V.seed_url()
+V.join_screen()  # a teacher's open class: code, link and QR code for the projector
 header(
     "Lessons",
     "A lesson walks you through the pages in the order of one chapter: each step opens a live view (a page with "

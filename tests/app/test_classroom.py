@@ -16,6 +16,7 @@ from core import lessons as L
 from tests.app.conftest import app_at, assert_ok
 from tests.core.test_classroom import redis_or_skip
 from ui.shell import classroom, lessons_bar, lessons_catalog
+from ui.shell.text import plain
 
 TEACHER = "glassbox.class.teacher"
 # The limits (read this way so that, on code from before them, the tests fail on what the app does)
@@ -51,12 +52,16 @@ def bar_caption(at) -> str:
     return next(c.value for c in at.caption if "step " in c.value and " of " in c.value)
 
 
-def open_class(lesson: str = "compact-primer"):
-    """A teacher's session with a class open on `lesson`; returns (AppTest, code)."""
+def open_class(lesson: str = "compact-primer", start: bool = True):
+    """A teacher's session with a class open on `lesson` (and, with `start`, its lesson started from the join
+    screen); returns (AppTest, code)."""
     teacher = app_at("pages/lessons.py")
     teacher.selectbox(key="lessons.class_lesson").set_value(lesson).run()
     teacher.button(key="class_open").click().run()
     assert_ok(teacher)
+    if start and TEACHER in teacher.session_state and teacher.session_state[TEACHER]:
+        teacher.button(key="class_start").click().run()
+        assert_ok(teacher)
     return teacher, teacher.session_state[TEACHER][0]
 
 
@@ -265,3 +270,132 @@ def test_the_shared_counter_counts_across_servers_and_forgets_after_its_window(r
     count, left = two.recent("x", 60)
     assert count == 3 and 0 < left <= 60
     assert one.client.ttl(one._bucket("x", 60)) <= 121  # the bucket expires: nothing grows in Redis
+
+
+# --- issue 40: the teacher sees the class -------------------------------------------------------------------
+
+LESSON = "attention-as-retrieval"  # step 2: a number check on the one-number example (right: 0.5005, tolerance 0.01)
+
+
+def board_text(at) -> str:
+    """The teacher's class board on the lesson bar, as the page shows it (escapes read)."""
+    return " ".join(plain(m.value) for m in at.markdown if "Answered" in m.value or "Common wrong" in m.value
+                    or "on this step" in m.value)
+
+
+def answer_number(student, value: float, step: int = 2) -> None:
+    student.number_input(key=f"lesson_answer.{LESSON}.{step}").set_value(value)
+    student.button(key=f"lesson_check.{LESSON}.{step}").click().run()
+    assert_ok(student)
+
+
+def test_thirty_students_answer_and_the_teachers_counts_are_exact():
+    """Three students answer on their own pages (one right, two wrong) while 27 more answer at once through the
+    store as their sessions would (12 right, 15 wrong over three values); the teacher's bar shows the exact
+    counts and the common wrong answers, reveals the answer, and a student's page then shows it."""
+    import threading
+
+    teacher, code = open_class(LESSON)
+    assert "step 1 of" in bar_caption(teacher)
+    teacher.button(key="lesson_next").click().run()
+    students = [app_at(None, {"class": code}) for _ in range(3)]
+    students[1].text_input(key="class_nickname").input("=Ada <b>").run()  # optional, in the class strip
+    for student, value in zip(students, (0.5005, 0.3, 0.2)):
+        assert "step 2 of" in bar_caption(student)
+        answer_number(student, value)
+    store, ids = classroom.store(), [f"{i:016x}" for i in range(100, 127)]
+    for sid in ids:
+        assert store.join(code, sid)
+    values = [0.5] * 12 + [0.3] * 8 + [0.2] * 4 + [7.0] * 3
+    barrier = threading.Barrier(len(ids))
+
+    def answer(sid: str, value: float) -> None:
+        barrier.wait()
+        store.answer(code, sid, LESSON, 2, f"{value:g}", abs(value - 0.5005) <= 0.01, K.answer_bin(value, 0.01))
+
+    threads = [threading.Thread(target=answer, args=pair) for pair in zip(ids, values)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    teacher.run()
+    assert_ok(teacher)
+    shown = board_text(teacher)
+    assert "Answered **30 / 30**" in shown and "right first try **13**" in shown, shown
+    assert "0.3: 9 students" in shown and "0.2: 5 students" in shown and "7: 3 students" in shown, shown
+    assert "30 students · on this step 30 · behind 0" in shown  # the 27 joined at the class's step too
+    rows = classroom.store().rows(code, teacher.session_state[TEACHER][1])
+    assert [r["first answer"] for r in rows if r["student"] == "=Ada <b>"] == ["0.3"]
+    assert "'=Ada <b>" in K.answers_csv(rows)  # no formula in a spreadsheet
+
+    assert not any("revealed the answer" in i.value for i in students[1].info)
+    teacher.button(key="class_reveal").click().run()
+    assert_ok(teacher)
+    students[1].run()
+    assert_ok(students[1])
+    assert any("Your teacher revealed the answer: 0.5005" in i.value for i in students[1].info)
+    assert "class_reveal" not in str(students[1]._tree)  # students have no teacher controls
+
+
+def cookie_scripts(at) -> list[str]:
+    return [h.proto.body for h in at.get("html") if "teacher cookie" in h.proto.body]
+
+
+@pytest.mark.parametrize("where", ["memory", "redis"])
+def test_a_dropped_teacher_session_is_taken_over_with_the_teacher_link(where, request):
+    """The teacher's browser drops its session mid-lesson; the private link from the class card, opened in a new
+    session, takes the class over at its step (and `teach` leaves the URL at once); a student follows it on. With
+    Redis the new session reads the class through another store, as a second server of a cluster would. The
+    browser is told to keep the teacher cookie (a reload's way back) and to forget it when the class closes."""
+    if where == "redis":
+        request.getfixturevalue("redis_server")
+    teacher, code = open_class(LESSON)
+    token = teacher.session_state[TEACHER][1]
+    assert any(f"glassbox_teacher={code}.{token};" in c and "SameSite=Strict" in c for c in cookie_scripts(teacher))
+    teacher.button(key="lesson_next").click().run()
+    teacher.button(key="lesson_next").click().run()
+    teacher.button(key="lesson_join_screen").click().run()  # the lesson bar's Join screen: the Lessons page
+    assert_ok(teacher)
+    link = next(c.value for c in teacher.code if "?teach=" in c.value)
+    assert teacher.button(key="class_start").label == "Back to step 3"
+    assert classroom.store().get(code).step == 3  # the class stays where it is
+    student = app_at(None, {"class": code})
+    assert "step 3 of" in bar_caption(student) and link.split("=", 1)[1] not in str(student._tree)
+    del teacher  # the session is gone
+    if where == "redis":
+        classroom._stores.clear()  # another server: its own connection to the same Redis
+
+    again = app_at(None, {"teach": link.split("?teach=", 1)[1]})
+    assert_ok(again)
+    assert "teach" not in again.query_params
+    assert again.session_state[TEACHER][0] == code and "step 3 of" in bar_caption(again)
+    again.button(key="lesson_next").click().run()
+    assert_ok(again)
+    assert classroom.store().get(code).step == 4
+    student.run()
+    assert "step 4 of" in bar_caption(student)
+    again.switch_page("pages/lessons.py").run()
+    again.button(key="class_close").click().run()
+    assert_ok(again)
+    assert classroom.store().get(code) is None
+    assert any("glassbox_teacher=;" in c and "Max-Age=0" in c for c in cookie_scripts(again))
+
+
+def test_a_forged_teacher_link_cannot_move_reveal_or_close(caplog):
+    """A student who forges `teach=<code>.<anything>` gets a message, no control, and a failed-join count."""
+    caplog.set_level(logging.WARNING, logger="glassbox.classroom")
+    teacher, code = open_class(LESSON)
+    forger = app_at(None, {"class": code, "teach": f"{code}.{'A' * 22}"})
+    assert_ok(forger)
+    assert "teach" not in forger.query_params and TEACHER not in forger.session_state
+    assert any("does not control a class" in e.value for e in forger.error)
+    assert any("wrong teacher token" in r.getMessage() for r in caplog.records)
+    tree = str(forger._tree)
+    assert "class_reveal" not in tree and "class_close" not in tree and "lesson_join_screen" not in tree
+    assert forger.button(key="lesson_next").disabled  # a following student cannot step the class
+    assert classroom.store().get(code).step == 1
+    for _ in range(PER_SESSION - 1):  # AppTest sessions share one session id: the per-session limit
+        app_at(None, {"teach": f"{code}.{'B' * 22}"})
+    refused = app_at(None, {"teach": f"{code}.{'C' * 22}"})
+    assert any("Too many wrong class codes or teacher links" in e.value for e in refused.error)
+    assert TEACHER not in refused.session_state

@@ -251,9 +251,10 @@ def test_three_students_follow_the_teacher_and_cannot_move_the_class():
     teacher.button(key="class_open").click().run()
     assert_ok(teacher)
     code = teacher.session_state["glassbox.class.teacher"][0]
-    assert "step 1 of 9" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
-    teacher.switch_page("pages/lessons.py").run()  # the class panel: code, link and a QR code
+    # The teacher stays on the Lessons page: the join screen (code, link, QR code) and the class panel
     assert any(f"Class code: `{code}`" in m.value for m in teacher.markdown) and teacher.get("image")
+    teacher.button(key="class_start").click().run()  # Start the lesson
+    assert "step 1 of 9" in bar_caption(teacher) and f"class **{code}**" in bar_caption(teacher)
 
     students = [app_at(None, {"class": code}) for _ in range(3)]
     for s in students:

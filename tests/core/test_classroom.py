@@ -287,3 +287,200 @@ def test_the_longest_lifetime_opens_a_class_in_redis(redis_url):
     store = K.RedisStore(redis_url, ttl=K.parse_ttl("99999999999999999999")[0])
     state, token = store.open("compact-primer", 1)
     assert store.get(state.code) == state and store.close(state.code, token)
+
+
+# --- issue 40: what the teacher sees of the class ---------------------------------------------------------------
+
+LESSON = "compact-primer"
+
+
+def _students(n: int) -> list[str]:
+    return [f"{i:016x}" for i in range(1, n + 1)]
+
+
+def _twin(store):
+    """A second server on the same store: another RedisStore on the same Redis (a memory store is one server)."""
+    if isinstance(store, K.RedisStore):
+        return K.RedisStore(f"redis://127.0.0.1:{store.client.connection_pool.connection_kwargs['port']}/0", ttl=60)
+    return store
+
+
+def test_thirty_students_answering_in_the_same_second_are_counted_exactly(store):
+    """30 threads (half of them through a second server) answer a number check at once: 12 right, 18 wrong in
+    four bins (0.31 and 0.309 share the bin of tolerance 0.01), and 6 of the wrong ones try again and get it
+    right. Every count is exact: no answer lost, "right on the first try" decided by the first answer only."""
+    import threading
+
+    state, token = store.open(LESSON, 2)
+    other = _twin(store)
+    ids = _students(30)
+    for sid in ids:
+        assert store.join(state.code, sid)
+    wrong = ["0.31", "0.309", "0.2", "0.2", "0.2", "7", "0.2", "0.31", "0.2", "7", "0.309", "0.2", "-3", "0.2",
+             "0.31", "7", "0.2", "0.31"]  # bins: 0.2 x8, 0.31 x6, 7 x3, -3 x1
+    barrier = threading.Barrier(30)
+    failures = []
+
+    def student(i: int) -> None:
+        try:
+            here = store if i % 2 else other
+            barrier.wait()
+            if i < 12:
+                assert here.answer(state.code, ids[i], LESSON, 2, "0.5005", True)
+            else:
+                text = wrong[i - 12]
+                assert here.answer(state.code, ids[i], LESSON, 2, text, False, K.answer_bin(float(text), 0.01))
+                if i < 18:
+                    assert here.answer(state.code, ids[i], LESSON, 2, "0.5", True)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not failures
+    for reader in (store, other):
+        seen = reader.answers(state.code, LESSON, 2)
+        assert (seen.answered, seen.right_first, seen.students) == (30, 12, 30)
+        assert seen.wrong == (("0.2", 8), ("0.31", 6), ("7", 3))
+        assert not seen.revealed
+    rows = store.rows(state.code, token)
+    assert len(rows) == 30 and sum(r["right on first try"] for r in rows) == 12
+    assert sorted(r["tries"] for r in rows) == [1] * 24 + [2] * 6
+    assert store.answers(state.code, LESSON, 3).answered == 0  # another step has its own counts
+
+
+def test_a_students_repeated_wrong_answer_counts_once_and_only_joined_students_count(store):
+    state, _ = store.open(LESSON, 1)
+    sid, stranger = _students(2)
+    assert store.join(state.code, sid)
+    for _ in range(4):
+        store.answer(state.code, sid, LESSON, 1, "L0H1", False)
+    store.answer(state.code, sid, LESSON, 1, "L1H0", False)
+    assert not store.answer(state.code, stranger, LESSON, 1, "L0H1", False)  # never joined: not counted
+    assert not store.answer("ZZZZZZ", sid, LESSON, 1, "L0H1", False)
+    seen = store.answers(state.code, LESSON, 1)
+    assert (seen.answered, seen.right_first) == (1, 0)
+    assert seen.wrong == (("L0H1", 1), ("L1H0", 1))
+    with pytest.raises(ValueError):
+        store.answer(state.code, "not|an|id", LESSON, 1, "x", False)
+    with pytest.raises(ValueError):
+        store.answer(state.code, sid, "bad|lesson", 1, "x", False)
+
+
+def test_a_student_cannot_move_reveal_close_or_read_the_answers(store):
+    """Everything a student's session holds (the code, its own id) is not the token: each teacher call refuses."""
+    state, token = store.open(LESSON, 1)
+    sid = _students(1)[0]
+    store.join(state.code, sid)
+    for guess in ("", sid, state.code, K.token_digest(token)):
+        assert not store.move(state.code, guess, LESSON, 5)
+        assert not store.reveal(state.code, guess, LESSON, 1)
+        assert store.rows(state.code, guess) is None
+        assert store.claim(state.code, guess) is None
+        assert not store.close(state.code, guess)
+    assert store.get(state.code).step == 1 and not store.revealed(state.code, LESSON, 1)
+    assert store.claim(state.code, token) == store.get(state.code)  # the teacher link's token claims it
+    assert _twin(store).reveal(state.code, token, LESSON, 1)  # from any server
+    assert store.revealed(state.code, LESSON, 1) and not store.revealed(state.code, LESSON, 2)
+    assert store.heartbeat(state.code, sid, LESSON, 1, True)[1] is True  # the student's poll learns it
+
+
+def test_pace_counts_students_per_step_and_forgets_those_gone():
+    clock = Clock()
+    store = K.MemoryStore(ttl=600, clock=clock)
+    _pace_test(store, clock)
+
+
+def test_pace_in_redis_is_the_same(redis_url):
+    clock = Clock()
+    clock.now = time.time()
+    _pace_test(K.RedisStore(redis_url, ttl=600, wall=clock), clock)
+
+
+def _pace_test(store, clock: Clock) -> None:
+    state, token = store.open(LESSON, 3)
+    ids = _students(6)
+    for sid in ids:
+        assert store.join(state.code, sid)
+    pace = store.pace(state.code)
+    assert (pace.students, pace.on(LESSON, 3), pace.behind(LESSON, 3), pace.exploring) == (6, 6, 0, 0)
+    store.heartbeat(state.code, ids[0], LESSON, 2, True)  # not yet moved on
+    store.heartbeat(state.code, ids[1], LESSON, 7, False)  # exploring on their own
+    store.heartbeat(state.code, ids[2], "why-transformers", 1, False)
+    pace = store.pace(state.code)
+    assert (pace.students, pace.on(LESSON, 3), pace.behind(LESSON, 3), pace.exploring) == (6, 3, 1, 2)
+    clock.now += K.PRESENT_SECONDS - 1
+    for sid in ids[:4]:
+        store.heartbeat(state.code, sid, LESSON, 3, True)
+    clock.now += 2  # the two who stopped reporting have left
+    pace = store.pace(state.code)
+    assert (pace.students, pace.on(LESSON, 3)) == (4, 4)
+    assert store.board(state.code, LESSON, 3)[1] == pace
+    assert store.pace("ZZZZZZ").students == 0 and store.heartbeat("ZZZZZZ", ids[0], LESSON, 3, True) is None
+
+
+def test_a_class_records_a_bounded_number_of_students(store, monkeypatch):
+    monkeypatch.setattr(K, "MAX_STUDENTS", 3)
+    state, _ = store.open(LESSON, 1)
+    ids = _students(4)
+    assert [store.join(state.code, sid) for sid in ids] == [True, True, True, False]
+    assert not store.answer(state.code, ids[3], LESSON, 1, "x", True)
+    assert store.heartbeat(state.code, ids[3], LESSON, 1, True)[0].code == state.code  # still follows the class
+    assert store.pace(state.code).students == 3
+
+
+def test_nicknames_are_bounded_and_shown_in_the_rows(store):
+    state, token = store.open(LESSON, 1)
+    a, b = _students(2)
+    store.join(state.code, a, "  Ada\u0000 <b>Lovelace</b> of the long name ")
+    store.join(state.code, b)
+    store.answer(state.code, a, LESSON, 1, "=HYPERLINK(1)", False)
+    store.answer(state.code, b, LESSON, 1, "L0H1", True)
+    rows = store.rows(state.code, token)
+    names = sorted(r["student"] for r in rows)
+    assert names == ["Ada <b>Lovelace</b>", f"anonymous {b[:6]}"]
+    assert len(K.clean_nickname("x" * 50)) == K.MAX_NICKNAME
+    text = K.answers_csv(rows)
+    assert "'=HYPERLINK(1)" in text and "\n=HYPERLINK" not in text and ",=HYPERLINK" not in text
+
+
+def test_the_students_data_ends_with_the_class(redis_url):
+    """Closing ends presence, nicknames and answers; in Redis no part outlives the class key, and a move keeps
+    them alive as long as the class."""
+    import redis
+
+    store = K.RedisStore(redis_url, ttl=60)
+    state, token = store.open(LESSON, 1)
+    sid = _students(1)[0]
+    store.join(state.code, sid, "Ada")
+    store.answer(state.code, sid, LESSON, 1, "x", False)
+    store.reveal(state.code, token, LESSON, 1)
+    raw = redis.Redis.from_url(redis_url)
+    parts = store._parts(state.code)
+    assert all(0 < raw.pttl(p) <= raw.pttl(K.REDIS_PREFIX + state.code) + 5 for p in parts)
+    assert store.move(state.code, token, LESSON, 2)
+    assert all(raw.pttl(p) > 59_000 for p in parts)
+    assert store.close(state.code, token)
+    assert not any(raw.exists(p) for p in parts)
+    assert store.rows(state.code, token) is None and store.board(state.code, LESSON, 1) is None
+
+
+def test_in_memory_the_students_data_expires_with_the_class():
+    clock = Clock()
+    store = K.MemoryStore(ttl=60, clock=clock)
+    state, token = store.open(LESSON, 1)
+    sid = _students(1)[0]
+    store.join(state.code, sid, "Ada")
+    store.answer(state.code, sid, LESSON, 1, "x", True)
+    clock.now += 61
+    assert store.get(state.code) is None and not store._parts and store.rows(state.code, token) is None
+
+
+def test_numbers_are_binned_by_the_checks_tolerance_or_two_digits():
+    assert K.answer_bin(0.309, 0.01) == K.answer_bin(0.31, 0.01) == "0.31"
+    assert K.answer_bin(0.2, 0.01) == "0.2" and K.answer_bin(-0.001, 0.01) == "0"
+    assert K.answer_bin(1234.5) == "1200" and K.answer_bin(0.0456) == "0.046"
+    assert K.answer_bin(12, 5) == "10" and K.answer_bin(float("nan")) == "not a number"

@@ -94,7 +94,7 @@ def test_a_clear_cache_message_from_another_connection_ends_no_class(tmp_path):
             teacher.run(page_hash=lessons)
             teacher.run(page_hash=lessons, widgets=(teacher.press("class_open"),))
             assert not teacher.exceptions, teacher.exceptions
-            found = re.search(r"class \*\*([A-Z2-9]{6})\*\*", " ".join(teacher.texts))
+            found = re.search(r"Class code: `([A-Z2-9]{6})`", " ".join(teacher.texts))  # the class card
             assert found, teacher.texts
             code = found.group(1)
 

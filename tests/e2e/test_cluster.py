@@ -153,6 +153,7 @@ def test_a_student_on_another_server_follows_the_teachers_class(cluster, browser
     try:
         open_page(teacher, f"{cluster.url}/lessons", timeout=180_000, last="text=Joining a class?")
         teacher.get_by_role("button", name="Open a class").click()
+        teacher.get_by_role("button", name="Start the lesson").click()  # from the join screen
         bar = "(t) => { const b = document.querySelector('.st-key-lesson_bar'); return b && b.innerText.includes(t); }"
         teacher.wait_for_function(bar, arg="step 1 of", timeout=120_000)
         code = re.search(r"class ([A-Z0-9]{6})", teacher.locator(".st-key-lesson_bar").first.inner_text()).group(1)

@@ -94,6 +94,7 @@ def test_a_student_browser_follows_the_teacher(server_url, browser, page):
     n = len(L.load_lesson(L.LESSONS_DIR / f"{LESSON}.toml").steps)  # the class opens the first lesson
     open_page(page, f"{server_url}/lessons", timeout=180_000, last="text=Joining a class?")
     page.get_by_role("button", name="Open a class").click()
+    page.get_by_role("button", name="Start the lesson").click()  # from the join screen (issue 40)
     _wait_for_step(page, 1, n)
     code = re.search(r"class ([A-Z0-9]{6})", _bar_text(page)).group(1)
 

@@ -34,6 +34,7 @@ URL = Params(
     Int("step", 1, lo=1, hi=L.MAX_STEPS, written=False),
     Flag("present", False, written=False),
     Text("class", "", written=False),  # a student's class code (ui.shell.classroom)
+    Text("teach", "", written=False),  # a teacher link's "<code>.<secret>" (read once, then removed from the URL)
 )
 
 
@@ -121,6 +122,11 @@ def teacher_panel() -> None:
 # a student's Lessons page only says where it is.
 FORMAT_LINE = ("A lesson is a small TOML file (no code runs from it): its format, a complete example and the check "
                "kinds are in `docs/lessons.md` of the project.")
+
+
+def join_screen() -> None:
+    """While this session teaches a class: its join screen, first on the page (what the projector shows)."""
+    classroom.join_screen()
 
 
 def class_panel() -> None:

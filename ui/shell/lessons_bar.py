@@ -19,6 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core import checks as C
 from core import lessons as L
+from core.classroom import answer_bin
 from ui.shell import classroom, lessons_catalog, models, query, sidebar_url
 from ui.shell.memo import memo
 from ui.shell.nav import PAGES
@@ -51,6 +52,8 @@ PRESENT_CSS = """
 html, body, [data-testid="stApp"] { font-size: 20px; }
 .st-key-page_lead { display: none !important; }  /* the page's lead: the panel's narration takes its place */
 [data-testid="stMainBlockContainer"] { padding: 1rem calc(33vw + 0.5rem) 1rem 1.5rem !important; max-width: 100%; }
+/* a page without the panel (the Lessons page's join screen) uses the whole width */
+[data-testid="stMainBlockContainer"]:not(:has(.st-key-lesson_bar)) { padding-right: 1.5rem !important; }
 /* the block holding the panel is not contained (ui/shell/offscreen.py): a contained block would frame it */
 [data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"] > *:has(.st-key-lesson_bar) {
   content-visibility: visible !important; contain: none !important; }
@@ -133,6 +136,8 @@ def show() -> Optional[tuple[L.Lesson, int]]:
     """Open and draw the lesson bar when the URL names a lesson; returns (lesson, step) or None."""
     if presenting():
         st.html(PRESENT_CSS)
+    classroom.claim_teacher()  # a teacher link (`?teach=`) or, after a reload, the teacher cookie
+    classroom.keep_cookie()
     joined = classroom.follow()  # a student following a class: the teacher's step goes into the URL first
     lesson_id = st.query_params.get("lesson")
     if lesson_id is None:
@@ -193,6 +198,7 @@ def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
             st.markdown(f"#### {literal(step.title)}")
             story_text(step.narration)
             task_text(lesson, k, step)
+            classroom.class_board(lesson.id, k, step.check is not None)
             return
         with st.container(horizontal=True, vertical_alignment="center"):
             st.caption(where)
@@ -204,6 +210,7 @@ def draw(lesson: L.Lesson, k: int, locked: bool = False) -> None:
             story_text(step.narration)
         with task:
             task_text(lesson, k, step)
+            classroom.class_board(lesson.id, k, step.check is not None)  # the teacher's view of the class
 
 
 def task_text(lesson: L.Lesson, k: int, step: L.Step) -> None:
@@ -244,6 +251,10 @@ def nav_buttons(lesson: L.Lesson, k: int, n: int, locked: bool = False) -> None:
         elif not locked:
             st.button("Leave the lesson", icon=":material/close:", on_click=_leave, key="lesson_leave",
                       type="tertiary")
+        if classroom.teaching() and st.button("Join screen", icon=":material/qr_code_2:", key="lesson_join_screen",
+                                              help="The class's code, link and QR code, large, with the students "
+                                                   "who joined; the class stays at this step."):
+            classroom.open_join_screen()
 
 
 @memo(maxsize=128)
@@ -303,6 +314,8 @@ def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
             return
         misses = feedback.get(where, (False, "", 0))[2] + (not verdict.ok)
         feedback[where] = (verdict.ok, verdict.why, misses)
+        if check.sort == C.STATE or answer is not None:
+            classroom.record_answer(lesson.id, k, *answer_for_class(check, answer, verdict.ok))
     if where in feedback:
         ok, why, misses = feedback[where]
         if ok:
@@ -311,3 +324,33 @@ def check_panel(lesson: L.Lesson, k: int, check: L.Check) -> None:
             st.error(literal(f"Not yet. {why}"), icon=":material/cancel:")
             if misses:
                 st.info(literal(f"Hint: {check.hint}"), icon=":material/lightbulb:")
+    if classroom.revealed_here(lesson.id, k):
+        st.info(literal(f"Your teacher revealed the answer: {revealed_answer(check)}"), icon=":material/visibility:")
+
+
+def answer_for_class(check: L.Check, answer, ok: bool) -> tuple[str, bool, str]:
+    """(The answer as text, right?, its group among wrong answers) for the class's counts: a pick's option,
+    a number binned by the check's tolerance, or for a state check the value of the parameter it reads."""
+    if check.sort == C.PICK:
+        return str(answer), ok, str(answer)
+    if check.sort == C.NUMBER:
+        value = float(answer) if answer is not None else float("nan")
+        return f"{value:.6g}", ok, answer_bin(value, solution(check).tolerance)
+    param = check.args.get("param")
+    value = check_state().get(param, "(default)") if isinstance(param, str) else ("as asked" if ok else "not yet")
+    text = f"{param} = {value}" if isinstance(param, str) else str(value)
+    return text, ok, text
+
+
+def revealed_answer(check: L.Check) -> str:
+    """The right answer and why, as the teacher reveals it (a state check: what to set, its hint)."""
+    if check.sort == C.STATE:
+        return check.hint
+    try:
+        sol = solution(check)
+    except ValueError:  # a check that cannot run on this server (said above it): its hint instead
+        return check.hint
+    if check.sort == C.PICK:
+        return f"{' or '.join(str(r) for r in sol.right)}. {sol.why}"
+    within = f" (within {sol.tolerance:g})" if sol.tolerance else ""
+    return f"{sol.right:.4g}{within}. {sol.why}"
