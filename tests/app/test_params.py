@@ -215,3 +215,23 @@ def test_a_section_declared_twice_is_refused():
     S.section("a", reads=("x",))(lambda: None)
     with pytest.raises(ValueError, match="twice"):
         S.section("a", reads=("y",))(lambda: None)
+
+
+def test_a_control_holding_a_value_of_the_wrong_kind_reads_as_its_default():
+    """A forged (or stale) widget message once left the text '2: 0' under the Attention page's layer key, and
+    int() of it crashed the page: `now()` reads such a value as the parameter's default."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from ui.shell.params import Float, Int
+
+        st.session_state["p.layer"], st.session_state["p.temp"] = "2: 0", float("nan")
+        layer, temp = Int("layer", 1, key="p.layer", lo=0, hi=3), Float("temp", 1.0, key="p.temp", lo=0.1, hi=10.0)
+        st.session_state["p.ok"] = 2
+        st.write(repr((layer.now(), temp.now(), Int("ok", 0, key="p.ok").now())))
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception
+    assert at.markdown[0].value == "(1, 1.0, 2)"

@@ -13,6 +13,7 @@ The low-level parsing and the notes live in ui.shell.query; nothing here is eval
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
@@ -117,7 +118,13 @@ class Param:
         are those of the page's last full run). Before the control was first drawn: `default` or the declared
         one."""
         value = st.session_state.get(self.key, _ABSENT)
-        return (self.default if default is None else default) if value is _ABSENT else value
+        if value is _ABSENT or not self.holds(value):  # a forged or stale widget message may leave e.g. '2: 0'
+            return self.default if default is None else default
+        return value
+
+    def holds(self, value: Any) -> bool:
+        """Whether `value` is of this parameter's kind (its bounds are checked where they are known: seed)."""
+        return True
 
     def write(self, value: Any, default: Any = None) -> None:
         """Put `value` in the URL (or take the parameter out while it is at its default, if declared so)."""
@@ -149,6 +156,9 @@ class Int(Param):
                        f"using {snapped}.")
             value = snapped
         return value
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
     def fit(self, value: Any, bounds: dict) -> Optional[int]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
@@ -190,6 +200,9 @@ class Float(Param):
         if not math.isclose(nearest, value, rel_tol=1e-9, abs_tol=1e-12):
             query.note(f"URL parameter {raw_name}={value:g} is not one of the slider's values; using {nearest:g}.")
         return nearest
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
     def fit(self, value: Any, bounds: dict) -> Optional[float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
