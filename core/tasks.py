@@ -15,9 +15,9 @@ Conventions shared by all tasks:
 - `IGNORE` marks positions that are not scored (the value `torch.nn.functional.cross_entropy`
   ignores by default).
 - Decoder-only targets are already shifted: `targets[t]` is what the model should output at
-  position t, i.e. the NEXT token after `tokens[t]`. The one exception is `future-legality`,
-  whose targets are per-position labels (the label of token t is predicted at position t);
-  that is the point of the task.
+  position t, i.e. the NEXT token after `tokens[t]`. The exceptions are `future-legality` and
+  `peaks`, whose targets are per-position labels (the label of token t is predicted at position t);
+  that is the point of those tasks (`tags` is encoder-only and labels every position too).
 - Sequences of different lengths are right-padded with `<pad>` (targets `IGNORE` there), up to
   a batch width fixed by `length`, so `batch(1, ...)` and `batch(n, ...)` give the same first
   example for the same seed.
@@ -915,6 +915,188 @@ class RecallTask(Task):
 # ---------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------
+# local peaks: a time series whose every reading is judged by its neighbours on both sides
+# ---------------------------------------------------------------------------------------
+class PeaksTask(Task):
+    """Is each reading of a series a local peak? That depends on the NEXT reading, a later one.
+
+    tokens `<bos> r1..rn` with readings uniform in 0-9; the target at r_i is "peak" when r_i is
+    higher than each neighbour it has (r_{i-1} and r_{i+1}), else "not"; <bos> is IGNORE. Encoder and
+    decoder get the same tokens and per-position targets, as in future-legality. A causal decoder at
+    r_i has not seen r_{i+1}: its best is to guess from r_i alone (`causal_ceiling`); a bidirectional
+    encoder reads both sides and can be right every time. The principles text's "a state that attends
+    to its future", as a time series. meta: {"peaks": positions of the peaks in tokens}.
+    """
+
+    name = "peaks"
+    title = "Local peaks: readings higher than both neighbours"
+    description = (
+        "Mark each reading of a series of digits peak or not: a peak is higher than the readings on both sides. "
+        "An encoder sees the next reading; a causal decoder must guess it."
+    )
+    archs = ("encoder", "decoder")
+    metric = "token"
+    scored = "Every reading is scored on its own label (peak/not, not the next token); <bos> is not."
+    default_length = 8
+    min_length = 2
+    max_length = 64
+    LABELS = ("peak", "not")
+
+    def __init__(self):
+        self.vocab = Vocab([*DIGITS, *self.LABELS])
+
+    def _sample(self, rng: np.random.Generator, length: int) -> dict:
+        return {"readings": [DIGITS[d] for d in rng.integers(0, 10, size=length)]}
+
+    @staticmethod
+    def verdicts(readings: Sequence[str]) -> list[str]:
+        """peak/not for each reading: higher than each neighbour it has."""
+        r = [int(x) for x in readings]
+        out = []
+        for i, x in enumerate(r):
+            left = i == 0 or x > r[i - 1]
+            right = i == len(r) - 1 or x > r[i + 1]
+            out.append("peak" if left and right else "not")
+        return out
+
+    def _format(self, sample: dict, arch: str, length: int) -> Formatted:
+        readings = sample["readings"]
+        labels = self.verdicts(readings)
+        return (["<bos>", *readings], [None, *labels], None,
+                {"peaks": [i + 1 for i, v in enumerate(labels) if v == "peak"]})
+
+    def label(self, tokens: list[str], arch: str, tgt: list[str] | None = None) -> list[int]:
+        """`<bos> r1..rn` (n >= 2): each reading gets peak/not by its neighbours."""
+        self.check_arch(arch)
+        raw = self._tokens(tokens)
+        tokens = _strip_pad(raw)
+        fmt = "format: <bos> then at least two readings (digits), e.g. <bos> 3 8 5 2 7"
+        if len(tokens) < 3 or tokens[0] != "<bos>":
+            raise ValueError("input must be <bos> then at least two readings; " + fmt)
+        bad = [t for t in tokens[1:] if t not in DIGITS]
+        if bad:
+            raise ValueError(f"after <bos> only digits are allowed, found {' '.join(bad)}; " + fmt)
+        out = [IGNORE] * len(raw)
+        out[1:len(tokens)] = [self.vocab.id(v) for v in self.verdicts(tokens[1:])]
+        return out
+
+    @staticmethod
+    def causal_ceiling(length: int) -> float:
+        """The best expected accuracy of any predictor that sees r_1..r_i only, at this length (exact).
+
+        At r_i (i < n) after r_{i-1}: if r_i is not above r_{i-1} it is surely "not"; otherwise it is a
+        peak with probability r_i / 10 (the chance that the unseen r_{i+1} is lower), and the best guess
+        is right with probability max(r_i / 10, 1 - r_i / 10). The last reading has no future: certain."""
+        def best(x: int) -> float:
+            return max(x / 10, 1 - x / 10)
+
+        first = np.mean([best(x) for x in range(10)])  # no left neighbour
+        inner = np.mean([best(x) if x > left else 1.0 for left in range(10) for x in range(10)])
+        if length == 1:
+            return 1.0
+        return float((first + (length - 2) * inner + 1.0) / length)
+
+
+# ---------------------------------------------------------------------------------------
+# tags: sequence labelling, each word tagged noun / verb / other by a tiny grammar
+# ---------------------------------------------------------------------------------------
+TAG_WORDS = {
+    "DET": ("the", "a"),
+    "ADJ": ("big", "red", "old"),
+    "NOUN": ("cat", "dog", "bird", "man"),
+    "VERB": ("sees", "likes", "chases"),
+    "BOTH": ("fish", "watch", "saw"),  # a noun after the/a/adjective, a verb after a noun phrase
+    "AND": ("and",),
+}
+TAGS = ("NOUN", "VERB", "OTHER")
+
+
+class TagsTask(Task):
+    """Tag every word of a sentence NOUN, VERB or OTHER: sequence labelling, as in part-of-speech tagging.
+
+    tokens `<bos> w1..wn`: clauses `the (big) cat sees a (red) dog` joined by `and`, cut to n words.
+    Most words have one tag; `fish`, `watch` and `saw` are a noun after a determiner or adjective and a
+    verb after a noun, so they can only be tagged from their context. The target at each word is its
+    tag (a label per position, as in future-legality); <bos> is IGNORE. Encoder only: the task the
+    source texts call "understanding" (named-entity recognition, tagging), beside the classifiers.
+    meta: {"ambiguous": positions of fish/watch/saw in tokens}.
+    """
+
+    name = "tags"
+    title = "Tags: noun, verb or other, word by word"
+    description = (
+        "Tag every word of a tiny-grammar sentence NOUN, VERB or OTHER. 'fish', 'watch' and 'saw' can be either: "
+        "only their neighbours say which."
+    )
+    archs = ("encoder",)
+    metric = "token"
+    scored = "Every word is scored on its own tag (NOUN, VERB or OTHER); <bos> is not."
+    default_length = 10
+    min_length = 2
+    max_length = 48
+
+    def __init__(self):
+        words = [w for group in TAG_WORDS.values() for w in group]
+        self.vocab = Vocab([*words, *TAGS])
+
+    def _noun_phrase(self, rng: np.random.Generator) -> list[str]:
+        words = [str(rng.choice(TAG_WORDS["DET"]))]
+        if rng.random() < 0.5:
+            words.append(str(rng.choice(TAG_WORDS["ADJ"])))
+        nouns = TAG_WORDS["NOUN"] + TAG_WORDS["BOTH"]
+        return words + [str(rng.choice(nouns))]
+
+    def _sample(self, rng: np.random.Generator, length: int) -> dict:
+        words: list[str] = []
+        while len(words) < length:
+            if words:
+                words.append("and")
+            verb = str(rng.choice(TAG_WORDS["VERB"] + TAG_WORDS["BOTH"]))
+            words += self._noun_phrase(rng) + [verb] + self._noun_phrase(rng)
+        return {"words": words[:length]}
+
+    @staticmethod
+    def tags(words: Sequence[str]) -> list[str]:
+        """Each word's tag by the grammar; ValueError where an ambiguous word has no context that decides it."""
+        out: list[str] = []
+        for i, w in enumerate(words):
+            if w in TAG_WORDS["NOUN"]:
+                out.append("NOUN")
+            elif w in TAG_WORDS["VERB"]:
+                out.append("VERB")
+            elif w in TAG_WORDS["BOTH"]:
+                before = words[i - 1] if i else None
+                if before in TAG_WORDS["DET"] + TAG_WORDS["ADJ"]:
+                    out.append("NOUN")
+                elif i and out[-1] == "NOUN":
+                    out.append("VERB")
+                else:
+                    raise ValueError(f"{w!r} at word {i + 1} is a noun after the/a or an adjective and a verb "
+                                     "after a noun; here it follows neither")
+            elif w in TAG_WORDS["DET"] + TAG_WORDS["ADJ"] + TAG_WORDS["AND"]:
+                out.append("OTHER")
+            else:
+                raise ValueError(f"{w!r} is not a word of the grammar (a tag cannot be tagged)")
+        return out
+
+    def _format(self, sample: dict, arch: str, length: int) -> Formatted:
+        words = sample["words"]
+        return (["<bos>", *words], [None, *self.tags(words)], None,
+                {"ambiguous": [i + 1 for i, w in enumerate(words) if w in TAG_WORDS["BOTH"]]})
+
+    def label(self, tokens: list[str], arch: str, tgt: list[str] | None = None) -> list[int]:
+        """`<bos> w1..wn`: each word gets its tag by the grammar."""
+        self.check_arch(arch)
+        raw = self._tokens(tokens)
+        tokens = _strip_pad(raw)
+        if len(tokens) < 2 or tokens[0] != "<bos>":
+            raise ValueError("input must be <bos> then words, e.g. <bos> the big dog sees a fish")
+        out = [IGNORE] * len(raw)
+        out[1:len(tokens)] = [self.vocab.id(t) for t in self.tags(tokens[1:])]
+        return out
+
+
 def _reversed(x: list[str]) -> list[str]:
     """The reverse rule (a named function, so tasks hold no lambdas)."""
     return x[::-1]
@@ -930,6 +1112,8 @@ def _build_tasks() -> dict[str, Task]:
         AgreementTask(),
         BracketsTask(),
         FutureLegalityTask(),
+        PeaksTask(),
+        TagsTask(),
         RecallTask(),
         PeekingTransformTask("sort-peek", "Sort, answer visible to the encoder",
                              "Sort the digits; the encoder is also shown the answer (a leak).", sorted),

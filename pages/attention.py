@@ -7,6 +7,7 @@ Thin page: the sidebar's model and input, the idea, then ui.attention.view's con
 from __future__ import annotations
 
 
+from ui.attention import senses
 from ui.attention import view as V
 from ui.shell.page import header
 from ui.shell.sidebar import shared_sidebar
@@ -28,3 +29,4 @@ header(
     lead="A **query** is scored against every **key**; softmax weights then average the **values**.",
 )
 V.body(sel)  # the bar's controls rerun only the parts of the shown view that read them
+senses.panel(sel)  # 'river bank' / 'money bank' and 'it' -> 'animal' on the English models (issue 39)

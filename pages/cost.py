@@ -1,7 +1,8 @@
 """Cost: attention against recurrence, measured on this machine, and attention without the n x n matrix.
 
 Thin page: the sidebar (for the device), the idea, the sweep's controls, then ui.cost.view's panels in
-reading order (time, sequential steps and path length, memory, famous models' sizes), which call
+reading order (time, sequential steps, path length and the gradient along it, memory and the bytes moved,
+famous models' sizes, scaling with depth and width), which call
 ui.cost.runs, core.analysis.cost, core.kernels and core.figures.cost.
 """
 
@@ -31,3 +32,4 @@ V.time_panel(setting)
 V.steps_panel(setting)
 V.memory_panel(setting)
 V.presets_panel(setting, sel)
+V.scaling_panel()

@@ -8,6 +8,7 @@ core.analysis.depth, core.analysis.depth_tables and core.figures.depth.
 
 from __future__ import annotations
 
+from ui.depth import cross_path, hyper_trained
 from ui.depth import view as V
 from ui.shell.page import header
 from ui.shell.sidebar import shared_sidebar
@@ -28,5 +29,7 @@ header(
 )
 V.focus_sections(sel)  # sections 1-2: the stack, position and objective rerun only the figures that read them
 V.experiment_sections()  # sections 3-4: the experiment's controls rerun only the figures that read them
+hyper_trained.panel()  # the hyper-connections section's trained pair (issue 39)
 V.twins_panel(sel)
+cross_path.panel(sel.device)  # cross-attention as a gradient path (issue 39)
 V.paths_panel(sel)

@@ -20,7 +20,8 @@ header(
     "Heads",
     "A layer does not ask one question; it asks several at once. Each **head** has its own $W_Q$, $W_K$ and "
     "$W_V$, so it compares tokens and copies information in its own small subspace of the residual stream "
-    "($d_{head} = d_{model} / h$ dimensions, so many heads cost no more than one wide head). Here we look at those subspaces, "
+    "($d_{head} = d_{model} / h$ dimensions: h heads have the parameters and matrix FLOPs of one wide head, but keep h "
+    "attention patterns of n×n where it keeps one, so their memory grows with h). Here we look at those subspaces, "
     "read what each head looks for and what it writes straight from its weights, name the jobs some heads do, "
     "check whether heads repeat each other, and remove heads to see what breaks.",
     r"\mathrm{MultiHead}(X) = \sum_{h=1}^{H} \operatorname{softmax}\!\Big(\tfrac{X W_Q^h (X W_K^h)^{\top}}"

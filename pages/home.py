@@ -5,6 +5,7 @@ Thin page: the sidebar, the idea, then ui.home.view's map of the pages.
 
 from __future__ import annotations
 
+from ui.home import tagging
 from ui.home import view as V
 from ui.shell.page import header, try_this
 from ui.shell.sidebar import shared_sidebar
@@ -31,6 +32,7 @@ V.current_model(sel)
 V.your_sentence(sel)
 V.page_map()
 V.families_table()
+tagging.panel(sel.device)  # an encoder-only model that tags every word (issue 39)
 
 try_this("Start with **Attention**: pick the *reverse-encdec* model and look at cross-attention, where each "
          "output digit looks back at the input digit it copies.",

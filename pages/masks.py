@@ -6,6 +6,7 @@ Thin page: the sidebar's model and input, the idea, then ui.masks.view's panels 
 
 from __future__ import annotations
 
+from ui.masks import future
 from ui.masks import view as V
 from ui.shell.page import header
 from ui.shell.sidebar import shared_sidebar
@@ -25,3 +26,4 @@ if V.mask_panel(sel, cut):  # section 1; False for an input too long to draw eve
     V.model_sections(sel)  # sections 2-4: the pickers and the editor rerun only the parts that read them
 V.cost_panel(sel)
 V.legality_panel(sel.device)
+future.panel(sel.device)  # section 7: a reading that depends on later readings (issue 39)

@@ -1,4 +1,5 @@
-"""Retrieval: attention as kernel smoothing, as a soft database, keys against values, and a hijacked key.
+"""Retrieval: attention as kernel smoothing, as a soft database, keys against values, a hijacked key, and which
+of values, queries and keys scales the output.
 
 Thin page: the sidebar, the idea, then ui.retrieval.view's panels in reading order (which call
 core.analysis.retrieval / core.analysis.recall and core.figures.retrieval through ui.retrieval.runs).
@@ -28,3 +29,4 @@ if V.models_present(V.ALL_MODELS):
     V.tied_panel(sel)
     V.hijack_panel(sel)
 V.equivalence_panel()
+V.linearity_panel()

@@ -6,7 +6,10 @@ In reading order:
 2. The counts the papers quote: FLOPs, sequential steps, path length, pattern memory, and the
    same counts at the original Transformer's and BERT-base's sizes.
 3. Measuring: median wall time and peak live tensor bytes of one call.
-4. Sweeps over the sequence length n: time of every method, memory of training.
+4. Sweeps over the sequence length n: time of every method, memory of training (attention and the RNN).
+5. Launch-bound points: where a time has not started to grow yet, left out of the slope fits.
+6. Bytes moved: what explicit and tiled (FlashAttention-style) attention read and write, counted.
+7. The gradient's path: how the last output's gradient reaches each earlier input, RNN against attention.
 
 Nothing here imports streamlit; the Cost page (ui.cost.runs) caches the sweeps per device and setting.
 """
@@ -37,8 +40,11 @@ EXPLICIT, FUSED, SPARSE, CHUNKED, RNN = "explicit", "fused SDPA", "block-sparse"
 METHODS = (EXPLICIT, FUSED, SPARSE, CHUNKED, RNN)
 ATTENTION_METHODS = (EXPLICIT, FUSED, SPARSE, CHUNKED)
 PREDICTED_TIME_SLOPE = {EXPLICIT: 2.0, FUSED: 2.0, SPARSE: 1.0, CHUNKED: 2.0, RNN: 1.0}
-PREDICTED_MEMORY_SLOPE = {EXPLICIT: 2.0, CHUNKED: 1.0}
-TRAINING_METHODS = (EXPLICIT, CHUNKED)
+PREDICTED_MEMORY_SLOPE = {EXPLICIT: 2.0, CHUNKED: 1.0, RNN: 1.0}
+TRAINING_METHODS = (EXPLICIT, CHUNKED)  # the two attentions whose training memory is compared
+MEMORY_METHODS = (EXPLICIT, CHUNKED, RNN)  # every line of the memory chart (the RNN keeps one state per step)
+GPU_WARMUP_CALLS = 5  # untimed calls before a GPU measurement: kernels load, cuBLAS makes its workspace
+LAUNCH_BOUND_SLOPE = 0.5  # a point is launch-bound while its time grows slower than n^0.5 up to the next n
 FLOAT32_BYTES = 4
 
 
@@ -150,11 +156,19 @@ def _sync(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
+def warmup_calls(device: torch.device) -> int:
+    """Untimed calls before measuring: one on the CPU, GPU_WARMUP_CALLS on a GPU (its first calls load kernels
+    and allocate workspaces, which would land in the first, launch-bound points)."""
+    return 1 if device.type == "cpu" else GPU_WARMUP_CALLS
+
+
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device = torch.device("cpu"),
               min_sample_s: float = 0.002) -> float:
-    """Median of ``repeats`` timed samples after one warm-up, in milliseconds per call (a median is robust
-    to a busy neighbour). A call shorter than ``min_sample_s`` is repeated within each sample, as timeit
-    does, so the clock's resolution and one interruption weigh little."""
+    """Median of ``repeats`` timed samples after the device's warm-up calls (`warmup_calls`), in milliseconds
+    per call (a median is robust to a busy neighbour). A call shorter than ``min_sample_s`` is repeated within
+    each sample, as timeit does, so the clock's resolution and one interruption weigh little."""
+    for _ in range(warmup_calls(device) - 1):
+        fn()
     start = time.perf_counter()
     fn()
     _sync(device)
@@ -219,8 +233,11 @@ class PeakLiveBytes(TorchDispatchMode):
 
 def peak_bytes(fn: Callable[[], object], device: torch.device = torch.device("cpu")) -> int:
     """Peak extra memory of one call of ``fn``: live tensor bytes counted by :class:`PeakLiveBytes` on
-    the CPU, the allocator's peak above what was already allocated on a GPU."""
+    the CPU, the allocator's peak above what was already allocated on a GPU. On a GPU ``fn`` runs once first,
+    untracked: its first call allocates cuBLAS's workspace, which would otherwise count as the first point's
+    memory (32 MiB, measured on an H100)."""
     if device.type == "cuda":
+        fn()  # the workspace and the kernels' first allocations now count in `base`, not in the peak
         _sync(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -305,17 +322,39 @@ def time_sweep(s: Setting, progress: Progress = None) -> dict:
     generator = torch.Generator().manual_seed(s.seed)
     ms: dict[str, list[float]] = {m: [] for m in METHODS}
     total, done = len(s.ns) * len(METHODS), 0
+    ns: list[int] = []
     with _on_device(s), torch.no_grad():
         for n in s.ns:
-            for method, call in _calls(s, n, generator).items():
-                if progress is not None:
-                    progress(done / total, f"{method} at n = {n:,}")
-                ms[method].append(median_ms(call, s.repeats, torch.device(s.device)))
-                done += 1
+            try:
+                row = {}
+                for method, call in _calls(s, n, generator).items():
+                    if progress is not None:
+                        progress(done / total, f"{method} at n = {n:,}")
+                    row[method] = median_ms(call, s.repeats, torch.device(s.device))
+                    done += 1
+            except torch.OutOfMemoryError:  # a GPU sweep goes on "to 16,384 or memory": stop at the first n that fails
+                _free(s)
+                break
+            ns.append(n)
+            for method, value in row.items():
+                ms[method].append(value)
     if progress is not None:
         progress(1.0, "done")
-    return {"ns": list(s.ns), "ms": ms, "rnn_steps": [count_rnn_steps(n) for n in s.ns], "d_model": s.d_model,
-            "n_heads": s.n_heads, "block": s.block, "repeats": s.repeats, **_stamp(s)}
+    return {"ns": ns, "ms": ms, "rnn_steps": [count_rnn_steps(n) for n in ns], "d_model": s.d_model,
+            "n_heads": s.n_heads, "block": s.block, "repeats": s.repeats, "out_of_memory_at": _next_n(s, ns),
+            **_stamp(s)}
+
+
+def _free(s: Setting) -> None:
+    """Hand the failed call's memory back to the GPU (nothing to do on the CPU)."""
+    if s.device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _next_n(s: Setting, ns: list[int]) -> Optional[int]:
+    """The first n of the setting that was not measured (it ran out of memory), or None."""
+    rest = [n for n in s.ns if n not in ns]
+    return rest[0] if rest else None
 
 
 def count_rnn_steps(n: int) -> int:
@@ -328,7 +367,10 @@ def count_rnn_steps(n: int) -> int:
 
 
 def _training_step(method: str, s: Setting, n: int, generator: torch.Generator) -> Callable[[], None]:
-    """Forward and backward of one attention call at length n (what training does per layer)."""
+    """Forward and backward of one attention call, or of the RNN layer, at length n (what training does per
+    layer)."""
+    if method == RNN:
+        return _rnn_training_step(s, n, generator)
     q, k, v, _ = _inputs(s, n, generator, requires_grad=True)
     grad = torch.randn(1, s.n_heads, n, s.d_head, generator=generator).to(s.device)  # [batch head pos d_head]
 
@@ -338,24 +380,45 @@ def _training_step(method: str, s: Setting, n: int, generator: torch.Generator) 
     return step
 
 
+def _rnn_training_step(s: Setting, n: int, generator: torch.Generator) -> Callable[[], None]:
+    """Forward and backward of the tanh RNN layer at length n: autograd keeps every step's state (n d floats)."""
+    _, _, _, x = _inputs(s, n, generator)
+    x.requires_grad_(True)
+    weights = recurrent_weights(s.d_model, generator, s.device)
+    grad = torch.randn(1, n, s.d_model, generator=generator).to(s.device)  # [batch pos d_model]
+
+    def step() -> None:
+        torch.autograd.grad(rnn_layer(x, weights), (x,), grad)
+    return step
+
+
 def memory_sweep(s: Setting, progress: Progress = None) -> dict:
-    """Peak extra bytes of one training step (forward + backward) of explicit and chunked attention
-    at every n, beside the patterns' own size h n^2 floats: {"ns", "bytes": {method: [n]}, "patterns"}."""
+    """Peak extra bytes of one training step (forward + backward) of explicit and chunked attention and of the
+    RNN at every n, beside the patterns' own size h n^2 floats: {"ns", "bytes": {method: [n]}, "patterns"}."""
     s = s.check()
     generator = torch.Generator().manual_seed(s.seed)
-    measured: dict[str, list[int]] = {m: [] for m in TRAINING_METHODS}
-    total, done = len(s.ns) * len(TRAINING_METHODS), 0
+    measured: dict[str, list[int]] = {m: [] for m in MEMORY_METHODS}
+    total, done = len(s.ns) * len(MEMORY_METHODS), 0
+    ns: list[int] = []
     with _on_device(s):
         for n in s.ns:
-            for method in TRAINING_METHODS:
-                if progress is not None:
-                    progress(done / total, f"{method} training step at n = {n:,}")
-                measured[method].append(peak_bytes(_training_step(method, s, n, generator), torch.device(s.device)))
-                done += 1
+            try:
+                row = {}
+                for method in MEMORY_METHODS:
+                    if progress is not None:
+                        progress(done / total, f"{method} training step at n = {n:,}")
+                    row[method] = peak_bytes(_training_step(method, s, n, generator), torch.device(s.device))
+                    done += 1
+            except torch.OutOfMemoryError:  # stop at the first n that does not fit
+                _free(s)
+                break
+            ns.append(n)
+            for method, value in row.items():
+                measured[method].append(value)
     if progress is not None:
         progress(1.0, "done")
-    return {"ns": list(s.ns), "bytes": measured,
-            "patterns": [pattern_bytes(n, s.n_heads) for n in s.ns], "block": s.block, **_stamp(s)}
+    return {"ns": ns, "bytes": measured, "patterns": [pattern_bytes(n, s.n_heads) for n in ns], "block": s.block,
+            "out_of_memory_at": _next_n(s, ns), **_stamp(s)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,15 +438,20 @@ def time_table(sweep: Mapping) -> list[dict]:
 
 
 def slope_table(sweep: Mapping, points: int = 3) -> list[dict]:
-    """Each method's fitted slope over the largest ``points`` n against the predicted one."""
-    return [{"method": m, "fitted slope": tail_slope(sweep["ns"], sweep["ms"][m], points),
-             "predicted slope": PREDICTED_TIME_SLOPE[m]} for m in METHODS]
+    """Each method's slope fitted over the largest ``points`` n where its time has started to grow
+    (`growing_slope`; None when fewer than two have), the predicted one, and its launch-bound points."""
+    rows = []
+    for m in METHODS:
+        bound = launch_bound(sweep["ns"], sweep["ms"][m])
+        rows.append({"method": m, "fitted slope": growing_slope(sweep["ns"], sweep["ms"][m], points),
+                     "predicted slope": PREDICTED_TIME_SLOPE[m], "launch-bound points": int(bound.sum())})
+    return rows
 
 
 def memory_table(sweep: Mapping) -> list[dict]:
     """The memory sweep as rows in MiB: n, each method's peak, the patterns' size, and explicit ÷ chunked."""
     mib = 2 ** 20
-    return [{"n": n, **{f"{m} peak MiB": sweep["bytes"][m][i] / mib for m in TRAINING_METHODS},
+    return [{"n": n, **{f"{m} peak MiB": sweep["bytes"][m][i] / mib for m in MEMORY_METHODS if m in sweep["bytes"]},
              "h·n² patterns MiB": sweep["patterns"][i] / mib,
              "explicit ÷ chunked": sweep["bytes"][EXPLICIT][i] / max(1, sweep["bytes"][CHUNKED][i])}
             for i, n in enumerate(sweep["ns"])]
@@ -395,3 +463,114 @@ def steps_table(ns: Sequence[int]) -> list[dict]:
              "attention sequential steps": sequential_steps(EXPLICIT, n),
              "RNN longest path": path_length(RNN, n - 1), "attention longest path": path_length(EXPLICIT, n - 1)}
             for n in ns]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Launch-bound points
+# ---------------------------------------------------------------------------------------------
+
+
+def launch_bound(ns: Sequence[float], ms: Sequence[float], min_slope: float = LAUNCH_BOUND_SLOPE) -> np.ndarray:
+    """Which points [n] are launch-bound: the leading run (from the smallest n) from which the time grows with
+    a local log-log slope under ``min_slope`` up to the next n. Work that grows like n^p with p >= 1 shows a
+    slope near p, so such a flat start is fixed overhead (Python, dispatch, a GPU's kernel launch), not the
+    power law (issue 39: on an H100, block-sparse was flat up to n = 2,048). When the whole range is flat, every
+    point is."""
+    order = np.argsort(np.asarray(ns, dtype=np.float64))
+    x = np.log(np.asarray(ns, dtype=np.float64)[order])  # [n], increasing
+    y = np.log(np.maximum(np.asarray(ms, dtype=np.float64)[order], 1e-300))  # [n]
+    local = np.diff(y) / np.diff(x)  # [n - 1]: the slope from each point to the next
+    flat = np.zeros(len(x), dtype=bool)
+    for i, slope in enumerate(local):
+        if not (np.isfinite(slope) and slope < min_slope):
+            break
+        flat[i] = True
+    if len(x) and flat[:-1].all():  # no point ever started to grow: the last one is launch-bound too
+        flat[-1] = True
+    out = np.zeros(len(x), dtype=bool)
+    out[order] = flat
+    return out
+
+
+def growing_slope(ns: Sequence[float], ms: Sequence[float], points: int = 3) -> Optional[float]:
+    """The log-log slope over the largest ``points`` n that are not launch-bound; None when fewer than two
+    points remain: the whole range is launch-bound and no power law can be read from it."""
+    x, y = np.asarray(ns, dtype=np.float64), np.asarray(ms, dtype=np.float64)
+    keep = ~launch_bound(x, y)
+    if keep.sum() < 2:
+        return None
+    return tail_slope(x[keep], y[keep], points)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Bytes moved to and from memory (counted)
+# ---------------------------------------------------------------------------------------------
+
+
+def explicit_traffic(n: int, d_model: int, n_heads: int) -> float:
+    """Bytes one explicit attention forward reads and writes in main memory (float32): read Q, K, V, write O
+    (4 n d numbers), and the h n^2 scores S and probabilities P each written once and read once (4 h n^2)."""
+    return FLOAT32_BYTES * (4.0 * n * d_model + 4.0 * n_heads * n * n)
+
+
+def tiled_traffic(n: int, d_model: int, n_heads: int, block: int) -> float:
+    """Bytes a tiled, fused attention forward (FlashAttention's kernel) reads and writes in main memory: each
+    block of b query rows is read once and keeps its scores in fast on-chip memory, while K and V are read
+    again for every query block (2 n d per block, n/b blocks); then O and one log-sum-exp per row are written.
+    No n x n matrix goes to main memory."""
+    query_blocks = math.ceil(n / block)
+    return FLOAT32_BYTES * (n * d_model + 2.0 * n * d_model * query_blocks + n * d_model + n_heads * n)
+
+
+def traffic_rows(ns: Sequence[int], d_model: int, n_heads: int, block: int) -> list[dict]:
+    """Per n: the bytes each forward moves (counted, MiB) and explicit / tiled."""
+    mib = 2 ** 20
+    return [{"n": n, "explicit MiB moved": explicit_traffic(n, d_model, n_heads) / mib,
+             "tiled MiB moved": tiled_traffic(n, d_model, n_heads, block) / mib,
+             "explicit ÷ tiled": explicit_traffic(n, d_model, n_heads) / tiled_traffic(n, d_model, n_heads, block)}
+            for n in ns]
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. The gradient's path: RNN against attention
+# ---------------------------------------------------------------------------------------------
+
+
+def _rnn_last(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The tanh RNN's last state [batch d] (the layer the Cost page times, weights from `generator`)."""
+    weights = recurrent_weights(x.shape[-1], generator, dtype=x.dtype)
+    return rnn_layer(x, weights)[:, -1]  # [batch d_model]
+
+
+def _attention_last(x: torch.Tensor, n_heads: int, generator: torch.Generator) -> torch.Tensor:
+    """One causal attention layer's output at the last position [batch d]: the last query against every key
+    (all earlier positions and itself), projections q, k, v, o of width d scaled by 1/sqrt(d)."""
+    batch, n, d = x.shape
+    w_q, w_k, w_v, w_o = (torch.randn(d, d, generator=generator, dtype=x.dtype) / math.sqrt(d) for _ in range(4))
+    heads = lambda t: t.reshape(batch, -1, n_heads, d // n_heads).transpose(1, 2)  # noqa: E731 [batch head pos d_head]
+    q = heads(x[:, -1:] @ w_q)  # [batch head 1 d_head]
+    k, v = heads(x @ w_k), heads(x @ w_v)  # [batch head pos d_head]
+    z = explicit_attention(q, k, v)  # [batch head 1 d_head]
+    return z.transpose(1, 2).reshape(batch, d) @ w_o  # [batch d_model]
+
+
+def gradient_by_distance(n: int, d_model: int, n_heads: int, seed: int = 0) -> dict:
+    """‖∂y_{n-1} / ∂x_t‖_F, the size of the last output's Jacobian with respect to each earlier input, for the
+    tanh RNN and for one causal attention layer of the same width on the same random inputs, against the
+    distance n - 1 - t. Exact (one backward pass per output coordinate, run as a batch of d copies) and in
+    float64, so the RNN's fading gradient stays finite (no underflow to 0) far past float32's range.
+    Returns {"distance": [n], "RNN": [n], "attention": [n]}."""
+    if n < 2 or d_model < 1 or n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"need n >= 2 and d_model={d_model} split evenly over n_heads={n_heads}")
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, n, d_model, generator=generator, dtype=torch.float64)  # [1 pos d_model]
+    eye = torch.eye(d_model, dtype=torch.float64)  # copy b asks for output coordinate b
+    out = {"distance": np.arange(n - 1, -1, -1)}
+    with one_thread(), torch.enable_grad():
+        weights = lambda: torch.Generator().manual_seed(seed + 1)  # noqa: E731 the same draw for both layers
+        for name, last in (("RNN", lambda x: _rnn_last(x, weights())),
+                           ("attention", lambda x: _attention_last(x, n_heads, weights()))):
+            copies = x.expand(d_model, n, d_model).clone().requires_grad_(True)  # [d_model pos d_model]
+            (grad,) = torch.autograd.grad(last(copies), (copies,), eye)  # [copy pos d_model]: row b of each dy/dx_t
+            out[name] = grad.pow(2).sum(dim=(0, 2)).sqrt().numpy()  # [pos]: Frobenius norm per input position
+    return out

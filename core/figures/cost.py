@@ -14,7 +14,7 @@ from core.figures.masks import FONT, LEGEND_BELOW, _title
 COLOURS = {"explicit": "#D55E00", "fused SDPA": "#CC79A7", "block-sparse": "#0072B2", "chunked": "#009E73",
            "RNN": "#222222", "attention": "#D55E00", "patterns": "#7f8fa6",
            "kept patterns": "#CC79A7"}  # Okabe-Ito: colour-blind safe
-DASHES = {"RNN": "dot", "patterns": "dash"}
+DASHES = {"RNN": "dot", "patterns": "dash", "tiled": "dash"}
 
 
 def _colour(name: str) -> str:
@@ -33,16 +33,18 @@ def _slope_label(name: str, slopes: Mapping[str, float], predicted: Mapping[str,
     """'explicit: slope 2.04 (predicted 2)' for the legend and the line's end."""
     if name not in slopes:
         return name
+    if slopes[name] is None:
+        return f"{name}: launch-bound throughout, no slope"
     text = f"{name}: slope {slopes[name]:.2f}"
     return text + (f" (predicted {predicted[name]:g})" if name in predicted else "")
 
 
-def time_chart(ns: Sequence[int], ms: Mapping[str, Sequence[float]], slopes: Mapping[str, float],
+def time_chart(ns: Sequence[int], ms: Mapping[str, Sequence[float]], slopes: Mapping[str, Optional[float]],
                predicted: Mapping[str, float], d_model: int, measured_crossover: Optional[float],
-               title: str = "") -> go.Figure:
+               title: str = "", launch_bound: Optional[Mapping[str, Sequence[bool]]] = None) -> go.Figure:
     """Median time per call against n for every method, each line labelled with its fitted and predicted
     slope at its right end; the predicted attention-vs-RNN crossover n = d and the measured one as
-    vertical lines."""
+    vertical lines; `launch_bound` (method -> [n] flags) rings the points left out of the slope fits."""
     x = np.asarray(ns, dtype=np.float64)
     fig = go.Figure()
     for name, values in ms.items():
@@ -50,8 +52,15 @@ def time_chart(ns: Sequence[int], ms: Mapping[str, Sequence[float]], slopes: Map
         fig.add_trace(go.Scatter(x=x, y=np.asarray(values, dtype=np.float64), name=label, mode="lines+markers",
                                  line=dict(color=_colour(name), width=3, dash=DASHES.get(name)),
                                  hovertemplate=f"{name}<br>n = %{{x}}<br>%{{y:.3g}} ms<extra></extra>"))
-        fig.add_annotation(x=np.log10(x[-1]), y=np.log10(values[-1]), text=f"{slopes.get(name, 0):.2f}",
+        slope = slopes.get(name)
+        fig.add_annotation(x=np.log10(x[-1]), y=np.log10(values[-1]), text="–" if slope is None else f"{slope:.2f}",
                            showarrow=False, xanchor="left", xshift=8, font=dict(color=_colour(name), size=13))
+    flagged = [(name, np.asarray(f, dtype=bool)) for name, f in (launch_bound or {}).items() if np.any(f)]
+    for i, (name, flags) in enumerate(flagged):
+        fig.add_trace(go.Scatter(x=x[flags], y=np.asarray(ms[name], dtype=np.float64)[flags], mode="markers",
+                                 name="launch-bound: left out of the slope", legendgroup="launch", showlegend=i == 0,
+                                 marker=dict(symbol="circle-open", size=16, color="#222222", line=dict(width=2)),
+                                 hovertemplate=f"{name}, launch-bound<br>n = %{{x}}<br>%{{y:.3g}} ms<extra></extra>"))
     every = np.concatenate([np.asarray(v, dtype=np.float64) for v in ms.values()])
     span = [float(every.min()), float(every.max())]
     _vertical(fig, d_model, span, f"predicted crossover n = d = {d_model}", "#7f8fa6", "dash")
@@ -93,7 +102,7 @@ def memory_chart(ns: Sequence[int], peak: Mapping[str, Sequence[float]], pattern
     for name, values in peak.items():
         fig.add_trace(go.Scatter(x=x, y=np.asarray(values, dtype=np.float64) / 2 ** 20,
                                  name=_slope_label(name, slopes, predicted), mode="lines+markers",
-                                 line=dict(color=_colour(name), width=3),
+                                 line=dict(color=_colour(name), width=3, dash=DASHES.get(name)),
                                  hovertemplate=f"{name}<br>n = %{{x}}<br>%{{y:.3g}} MiB<extra></extra>"))
     fig.add_trace(go.Scatter(x=x, y=np.asarray(patterns, dtype=np.float64) / 2 ** 20, name="h·n² patterns (counted)",
                              mode="lines", line=dict(color=_colour("patterns"), width=2, dash="dash"),
@@ -117,3 +126,61 @@ def preset_chart(rows: Sequence[Mapping], title: str = "") -> go.Figure:
                                  hovertemplate=f"{name}<br>n = %{{x}}<br>%{{y:.3g}}<extra></extra>"),
                       row=1, col=col)
     return _loglog(fig, title, "", height=400)
+
+
+def traffic_chart(rows: Sequence[Mapping], title: str = "") -> go.Figure:
+    """Bytes one attention forward reads and writes in main memory (counted, MiB) against n: explicit attention,
+    whose n x n scores and probabilities go through memory, and a tiled kernel that keeps them on chip."""
+    x = np.asarray([r["n"] for r in rows], dtype=np.float64)
+    fig = go.Figure()
+    for key, name, colour in (("explicit MiB moved", "explicit: 4(4nd + 4hn²) bytes", "explicit"),
+                              ("tiled MiB moved", "tiled: 4(2nd + 2nd⌈n/b⌉ + hn) bytes", "tiled")):
+        fig.add_trace(go.Scatter(x=x, y=[r[key] for r in rows], name=name, mode="lines+markers",
+                                 line=dict(color=_colour("chunked" if colour == "tiled" else colour), width=3,
+                                           dash=DASHES.get(colour)),
+                                 hovertemplate=f"{name}<br>n = %{{x}}<br>%{{y:.3g}} MiB<extra></extra>"))
+    return _loglog(fig, title, "bytes read + written, MiB (counted)", height=400)
+
+
+def gradient_chart(distance: Sequence[int], curves: Mapping[str, Sequence[float]], title: str = "") -> go.Figure:
+    """‖∂y_last / ∂x_t‖ against the distance from the last position, one line per layer, on a log y axis (the
+    RNN's gradient falls by orders of magnitude; attention's does not depend on the distance)."""
+    x = np.asarray(distance, dtype=np.float64)
+    fig = go.Figure()
+    for name, values in curves.items():
+        fig.add_trace(go.Scatter(x=x, y=np.asarray(values, dtype=np.float64), name=name, mode="lines",
+                                 line=dict(color=_colour(name), width=3, dash=DASHES.get(name)),
+                                 hovertemplate=f"{name}<br>distance %{{x}}<br>‖∂y/∂x‖ = %{{y:.3g}}<extra></extra>"))
+    fig.update_xaxes(title_text="distance from the last position, n − 1 − t")
+    fig.update_yaxes(type="log", title_text="‖∂y_last / ∂x_t‖ (Frobenius)", exponentformat="power")
+    fig.update_layout(title=_title(title), height=400, font=FONT, legend=LEGEND_BELOW,
+                      margin=dict(l=10, r=10, t=50 if title else 20, b=10))
+    return fig
+
+
+def scaling_chart(rows: Sequence[Mapping], vary: str, title: str = "") -> go.Figure:
+    """Parameters, forward FLOPs and training memory of small models against their depth or width (log-log):
+    measured (markers and solid lines) beside the formulas' counts (dashed) where a formula is given."""
+    x_key, x_title = ("layers", "layers L") if vary == "depth" else ("d_model", "width d_model")
+    x = np.asarray([r[x_key] for r in rows], dtype=np.float64)
+    panels = (("parameters", "parameters (measured)", "parameters (counted)"),
+              ("forward MFLOP", "forward MFLOP (measured)", "forward MFLOP (counted)"),
+              ("training peak MiB", "training peak MiB (measured, float32)", None))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=[p[0] for p in panels])
+    for col, (label, measured, counted) in enumerate(panels, start=1):
+        fig.add_trace(go.Scatter(x=x, y=[r[measured] for r in rows], name="measured on models built here",
+                                 mode="lines+markers", line=dict(color=_colour("explicit"), width=3),
+                                 marker=dict(size=9), legendgroup="measured", showlegend=col == 1,
+                                 hovertemplate=f"{label}, measured<br>{x_key} = %{{x}}<br>%{{y:,.4g}}<extra></extra>"),
+                      row=1, col=col)
+        if counted is not None:
+            fig.add_trace(go.Scatter(x=x, y=[r[counted] for r in rows], name="counted by the formula",
+                                     mode="lines", line=dict(color=_colour("patterns"), width=2, dash="dash"),
+                                     legendgroup="counted", showlegend=col == 1,
+                                     hovertemplate=f"{label}, counted<br>{x_key} = %{{x}}<br>%{{y:,.4g}}<extra></extra>"),
+                          row=1, col=col)
+    fig.update_xaxes(type="log", title_text=x_title)
+    fig.update_yaxes(type="log")
+    fig.update_layout(title=_title(title), height=400, font=FONT, legend=LEGEND_BELOW,
+                      margin=dict(l=10, r=10, t=70 if title else 40, b=10))
+    return fig

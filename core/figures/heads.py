@@ -354,3 +354,31 @@ def orthogonal_bars(labels: Sequence[str], scores: np.ndarray, scores_orth: np.n
     fig.update_xaxes(title="key", tickangle=-45, type="category")
     fig.update_yaxes(title="score q·k / √d_head")
     return _layout(fig, title, height=400, barmode="group", legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+
+
+def head_cost_chart(rows: Sequence[Mapping], n_counted: int, n_measured: int, title: str = "") -> go.Figure:
+    """One layer split into h heads. Left, what stays: parameters and matrix FLOPs at the input's length, each
+    relative to one wide head. Right, what grows: the patterns training keeps (counted, h n^2 floats) and the
+    measured peak memory of a training step, both at `n_measured` tokens."""
+    h = np.asarray([r["heads"] for r in rows], dtype=np.float64)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=(f"stays: × one wide head (n = {n_counted:,})",
+                                        f"grows with h: MiB at n = {n_measured:,}"))
+    for key, name, colour, dash in (("parameters", "parameters (counted)", HEAD_COLOURS[0], "solid"),
+                                    ("MFLOP", "matrix FLOPs (counted)", HEAD_COLOURS[1], "dash")):
+        base = rows[0][key]
+        fig.add_trace(go.Scatter(x=h, y=[r[key] / base for r in rows], name=name, mode="lines+markers",
+                                 line=dict(color=colour, width=3, dash=dash),
+                                 hovertemplate=f"{name}<br>h = %{{x}}<br>× %{{y:.3g}}<extra></extra>"), row=1, col=1)
+    for key, name, colour, dash in (("patterns MiB at the measured n (counted)", "patterns h·n² (counted)",
+                                     HEAD_COLOURS[2], "dash"),
+                                    ("peak MiB at the measured n (measured)", "training-step peak (measured)",
+                                     HEAD_COLOURS[3], "solid")):
+        fig.add_trace(go.Scatter(x=h, y=[r[key] for r in rows], name=name, mode="lines+markers",
+                                 line=dict(color=colour, width=3, dash=dash),
+                                 hovertemplate=f"{name}<br>h = %{{x}}<br>%{{y:.3g}} MiB<extra></extra>"), row=1, col=2)
+    fig.update_xaxes(title_text="heads h (each of d_model / h)", tickvals=h)
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", title_text="MiB", row=1, col=2)
+    _layout(fig, title, height=380, legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+    return fig.update_layout(margin=dict(l=10, r=10, t=60, b=90))

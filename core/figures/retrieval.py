@@ -181,3 +181,26 @@ def pattern_figure(pattern: np.ndarray, tokens: Sequence[str], title: str = "") 
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", yref="container", y=0.99, yanchor="top"),
                       margin=dict(t=130))  # the title above the key labels, which sit on top
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Panel 6: what scales the output
+
+
+def scale_figure(factors: np.ndarray, ratio: Mapping[str, np.ndarray], factor: float, title: str = "") -> go.Figure:
+    """‖output‖ / ‖unscaled output‖ against the factor c that multiplies the values, the queries or the keys
+    (log-log: scaling the values is the line y = c), with the student's c marked on every curve."""
+    colours = {"values": BLUE, "queries": VERMILLION, "keys": ORANGE}
+    dashes = {"values": "solid", "queries": "solid", "keys": "dash"}
+    fig = go.Figure()
+    for which, y in ratio.items():
+        fig.add_trace(go.Scatter(x=factors, y=y, mode="lines", name=f"scale the {which} by c",
+                                 line=dict(color=colours.get(which, GREY), width=3, dash=dashes.get(which)),
+                                 hovertemplate=f"{which} × %{{x:.3g}}<br>output × %{{y:.4g}}<extra></extra>"))
+    at = {which: float(np.interp(np.log(factor), np.log(factors), y)) for which, y in ratio.items()}
+    fig.add_trace(go.Scatter(x=[factor] * len(at), y=list(at.values()), mode="markers", name=f"c = {factor:g}",
+                             marker=dict(color=[colours.get(w, GREY) for w in at], size=12, line=dict(width=1)),
+                             text=list(at), hovertemplate="%{text} × %{x:.3g}: output × %{y:.4g}<extra></extra>"))
+    fig.update_xaxes(type="log", title="factor c")
+    fig.update_yaxes(type="log", title="‖output‖ ÷ ‖unscaled output‖")
+    return _layout(fig, title, 400)

@@ -48,9 +48,9 @@ def opened():
 
 def test_page_draws_every_panel_with_its_exports(opened):
     headers = [h.value for h in opened.header]
-    assert [h[:2] for h in headers] == ["1.", "2.", "3.", "4."]
-    assert len(opened.get("plotly_chart")) == 4
-    assert len(opened.get("download_button")) == 5  # slopes, times, steps, memory, preset counts
+    assert [h[:2] for h in headers] == ["1.", "2.", "3.", "4.", "5."]
+    assert len(opened.get("plotly_chart")) == 7  # time, steps, gradient, memory, bytes moved, presets, scaling
+    assert len(opened.get("download_button")) == 8  # slopes, times, steps, memory, bytes, presets, 2 x scaling
     # n up to 128 is one of the settings measured when the app was built (ui.shell.precompute.EXPLORED_ANY_MODEL)
     assert any("measured when this copy of the app was built" in c.value for c in opened.caption)
     assert opened.query_params["nmax"] == ["128"] or opened.query_params["nmax"] == "128"
@@ -139,6 +139,53 @@ def test_memory_panel_more_heads_more_pattern_memory():
     assert explicit[-1] / explicit[0] > chunked[-1] / chunked[0]  # quadratic outgrows linear
 
 
+def test_memory_chart_has_the_rnn_line_linear_in_n(opened):
+    rnn = trace(chart(opened, "measured peak of one training step"), "RNN")
+    y = ys(rnn)
+    assert rnn["line"]["dash"] == "dot"
+    assert np.all(np.diff(y) > 0) and 1.6 < y[-1] / y[-2] < 2.2  # doubling n about doubles the states kept
+
+
+def test_gradient_panel_length_changes_the_measured_curves():
+    at = app_at(PAGE, dict(SHORT))
+    before = chart(at, "measured: d = 128, 8 heads, n = 64")
+    rnn = ys(trace(before, "RNN"))
+    assert np.all(np.isfinite(rnn)) and rnn[0] < 1e-6 * rnn[-1]  # fades over 63 steps
+    assert before["layout"]["yaxis"]["type"] == "log"
+    at.select_slider(key="cost.gn").set_value(128).run()
+    assert_ok(at)
+    after = chart(at, "measured: d = 128, 8 heads, n = 128")
+    assert len(ys(trace(after, "RNN"))) == 128 and ys(trace(after, "RNN"))[0] < rnn[0]
+    assert at.query_params["gn"] in (["128"], "128")
+
+
+def test_traffic_panel_counts_fewer_bytes_with_bigger_blocks():
+    at = app_at(PAGE, dict(SHORT))
+    before = ys(trace(chart(at, "counted, not measured: d = 128, 8 heads, b = 32"), "tiled"))
+    explicit = ys(trace(chart(at, "counted, not measured: d = 128"), "explicit"))
+    assert np.all(explicit > before)
+    at.segmented_control(key="cost.b").set_value(64).run()
+    assert_ok(at)
+    after = ys(trace(chart(at, "counted, not measured: d = 128, 8 heads, b = 64"), "tiled"))
+    assert np.all(after <= before) and after[-1] < before[-1]
+    assert any("Counts from the formulas" in c.value for c in at.caption)
+
+
+def test_scaling_panel_switches_from_depth_to_width_and_counts_match_measurements():
+    at = app_at(PAGE, dict(SHORT))
+    spec = chart(at, "small models")
+    measured = next(t for t in spec["data"] if t["name"].startswith("measured"))
+    assert xs(measured).tolist() == [1, 2, 4, 8]
+    counted = next(t for t in spec["data"] if t["name"].startswith("counted"))
+    np.testing.assert_allclose(ys(counted), ys(measured))  # the parameter formula holds exactly here
+    large = next(d.value for d in at.dataframe if "model" in d.value.columns)
+    assert int(large.loc[large["model"] == "GPT-2 small", "parameters (counted)"].iloc[0]) == 124_439_808
+    at.segmented_control(key="cost.vary").set_value("width").run()
+    assert_ok(at)
+    measured = next(t for t in chart(at, "small models")["data"] if t["name"].startswith("measured"))
+    assert xs(measured).tolist() == [32, 64, 128, 256]
+
+
 def test_presets_panel_switches_to_bert_base():
     at = app_at(PAGE, dict(SHORT))
     original = chart(at, "the original Transformer")
@@ -165,14 +212,14 @@ def test_bad_url_values_are_reported_and_replaced(query):
     at = app_at(PAGE, query)
     assert_ok(at)
     assert at.warning or at.error
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("plotly_chart")) == 7
 
 
 def test_tables_are_formatted_by_the_browser_not_by_a_styler(opened):
     """The five tables go out as data plus column formats, never as a pandas Styler (formatted cell by
     cell on the server on every rerun); the model-size counts keep their thousands separators."""
     at = opened
-    assert len(at.dataframe) == 5 and not any(d.proto.arrow_data.HasField("styler") for d in at.dataframe)
+    assert len(at.dataframe) == 8 and not any(d.proto.arrow_data.HasField("styler") for d in at.dataframe)
     columns = {name: c.get("type_config", {}) for d in at.dataframe for name, c in json.loads(d.proto.columns).items()}
     assert columns["explicit ms"]["format"] == "%.3g" and columns["explicit peak MiB"]["format"] == "%.3g"
     assert columns["n"] == {"type": "number", "format": "localized", "step": 1}

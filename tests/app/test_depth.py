@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.analysis import training_claims as TC
 from tests.app.conftest import TIMEOUT, assert_ok, decode_array, plotly_specs
 from tests.app.fragments import click
 
@@ -85,6 +86,18 @@ def test_every_panel_draws(pre_page):
     pre = values(trace(at, "Stream size along the depth", "pre-LN trained"))
     post = values(trace(at, "Stream size along the depth", "post-LN trained"))
     assert pre[-1] / pre[0] > 2 * post[-1] / post[0]
+
+
+def test_the_warm_up_claim_is_a_measured_rate_over_seeds_and_depths(pre_page):
+    """Issue 39: the page states how often post-LN learns without warm-up (5 seeds, 2 and 4 layers), from the
+    stored table, instead of a rule drawn from one seed."""
+    rates = next(f.value for f in pre_page.dataframe if "warm-up 0" in f.value.columns)
+    assert {2, 4} <= set(rates["layers"]) and {"pre-LN", "post-LN"} == set(rates["LayerNorm"])
+    assert all(cell.endswith("of 5") for cell in rates["warm-up 0"])
+    text = " ".join(m.value for m in pre_page.markdown)
+    table = TC.load_table()
+    assert f"post-LN in {TC.rate(table, 'post', 2, 0)} at 2 layers and {TC.rate(table, 'post', 4, 0)} at 4" in text
+    assert "a rate that worsens with depth, not a rule" in text
 
 
 def test_layers_and_gain_sliders_rebuild_the_stacks():

@@ -44,8 +44,8 @@ def trace(spec: dict, index: int, axis: str = "y") -> np.ndarray:
 
 def test_the_page_renders_every_panel(page):
     headers = [h.value for h in page.header]
-    assert len([h for h in headers if h[:2] in ("1.", "2.", "3.", "4.", "5.")]) == 5
-    assert len(page.get("plotly_chart")) == 9
+    assert len([h for h in headers if h[:2] in ("1.", "2.", "3.", "4.", "5.", "6.")]) == 6
+    assert len(page.get("plotly_chart")) == 10
     assert not page.error and not page.warning
     assert len(page.get("download_button")) == 6
 
@@ -156,6 +156,20 @@ def test_equivalence_panel_stretch_switches_the_winner():
     stretched = chart(at, "attention against the Gaussian kernel")
     assert not np.allclose(trace(stretched, 0), trace(stretched, 1), atol=1e-3)
     assert "not the same key" in " ".join(m.value for m in at.markdown)
+
+
+def test_linearity_panel_factor_moves_the_markers_and_a_zero_query_flattens_q_and_k():
+    at = open_page()
+    markers = lambda: trace(chart(at, "only the values scale the output"), 3)  # the c markers: values, queries, keys
+    assert markers()[0] == pytest.approx(2.0)  # the default c: the values' marker on y = c
+    at.select_slider(key="retrieval.c").set_value(10.0).run()
+    assert_ok(at)
+    values, queries, keys = markers()
+    assert values == pytest.approx(10.0) and abs(queries - 10.0) > 5 and abs(keys - 10.0) > 5
+    at.segmented_control(key="retrieval.lq").set_value("zero").run()
+    assert_ok(at)
+    assert markers()[1:] == pytest.approx([1.0, 1.0])
+    assert any("uniform" in m.value for m in at.markdown)
 
 
 def test_a_bad_link_is_reported_and_clamped():

@@ -14,7 +14,7 @@ from core.train import BUNDLE, evaluate, format_width
 REQUIRED = {
     "reverse-encdec", "induction-none", "induction-sinusoidal", "induction-learned", "induction-rope",
     "sort-decoder", "agreement-encoder", "future-legality-encoder", "future-legality-decoder",
-    "brackets-encoder",
+    "brackets-encoder", "peaks-encoder", "peaks-decoder", "tags-encoder",
 }
 ENTRIES = checkpoints.read_manifest()
 N_SAMPLES = 512

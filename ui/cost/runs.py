@@ -10,10 +10,11 @@ from contextvars import ContextVar
 from typing import Callable, Optional
 
 from core.analysis import cost as A
+from core.analysis import scaling as SC
 from core.figures import cost as F
 from ui.server import measure_process
 from ui.shell.figures import cached
-from ui.shell.memo import memo
+from ui.shell.memo import freeze, memo
 
 # Set by the view around a sweep that will run: called with (fraction done, what is being measured).
 # A context variable, so it never becomes part of the memo's key.
@@ -46,6 +47,7 @@ def time_summary(setting: A.Setting, run: int = 0) -> dict:
     sweep = time_sweep(setting, run)
     slope_rows = A.slope_table(sweep, TAIL_POINTS)
     return {"slopes": {row["method"]: row["fitted slope"] for row in slope_rows},
+            "launch_bound": {m: A.launch_bound(sweep["ns"], sweep["ms"][m]) for m in A.METHODS},
             "crossover": A.crossover(sweep["ns"], sweep["ms"][A.EXPLICIT], sweep["ms"][A.RNN]),
             "slope_rows": slope_rows, "table": A.time_table(sweep)}
 
@@ -64,8 +66,29 @@ def steps_rows(setting: A.Setting, run: int = 0) -> list[dict]:
 def memory_summary(setting: A.Setting) -> dict:
     """What the memory section reads off a memory sweep: each training method's log-log slope and the table."""
     sweep = memory_sweep(setting)
-    return {"slopes": {m: A.fit_loglog(sweep["ns"], sweep["bytes"][m])[0] for m in A.TRAINING_METHODS},
+    return {"slopes": {m: A.fit_loglog(sweep["ns"], sweep["bytes"][m])[0] for m in A.MEMORY_METHODS
+                       if m in sweep["bytes"]},
             "table": A.memory_table(sweep)}
+
+
+@memo(maxsize=16)
+def gradient_by_distance(n: int, d_model: int, n_heads: int) -> dict:
+    """The last output's gradient with respect to every earlier input, RNN and attention (exact, float64)."""
+    return freeze(A.gradient_by_distance(n, d_model, n_heads))
+
+
+@memo(maxsize=16)
+def small_model(n_layers: int, d_model: int) -> dict:
+    """One small model's measured parameters, FLOPs and training memory (core.analysis.scaling), in the worker
+    process like the sweeps: hundreds of small torch calls."""
+    return measure_process.measure(SC.measure_small, n_layers, d_model)
+
+
+def scaling_rows(vary: str) -> list[dict]:
+    """The small models varied along depth or width, measured (each model once per process) beside counted."""
+    shapes = ([(L, SC.SMALL_DEPTH_WIDTH) for L in SC.SMALL_DEPTHS] if vary == "depth"
+              else [(SC.SMALL_WIDTH_DEPTH, d) for d in SC.SMALL_WIDTHS])
+    return SC.small_rows(vary, {shape: small_model(*shape) for shape in shapes})
 
 
 # Figures, built once per distinct input for every session (see ui.shell.figures.cached).
@@ -73,3 +96,6 @@ time_figure = cached(F.time_chart)
 steps_figure = cached(F.steps_chart)
 memory_figure = cached(F.memory_chart)
 preset_figure = cached(F.preset_chart)
+traffic_figure = cached(F.traffic_chart)
+gradient_figure = cached(F.gradient_chart)
+scaling_figure = cached(F.scaling_chart)

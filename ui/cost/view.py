@@ -1,6 +1,7 @@
-"""The Cost page's panels: time against n for attention and a recurrent layer, sequential steps and
-path length, the memory of training, and the same counts at famous models' sizes.
-pages/cost.py calls them in reading order.
+"""The Cost page's panels: time against n for attention and a recurrent layer (launch-bound points marked and
+left out of the slopes), sequential steps, path length and the gradient along that path, the memory of
+training (attention and the RNN) and the bytes attention moves, the same counts at famous models' sizes, and
+parameters, FLOPs and memory against depth and width. pages/cost.py calls them in reading order.
 
 The measuring is core.analysis.cost's, cached per device and setting in ui.cost.runs; the figures
 come from core.figures.cost.
@@ -20,9 +21,11 @@ from __future__ import annotations
 from typing import Optional
 
 import streamlit as st
+import torch
 from streamlit.errors import StreamlitAPIException
 
 from core.analysis import cost as A
+from core.analysis import scaling as SC
 from core.families import SIZE_PRESETS, SizePreset
 from ui.cost import runs as R
 from ui.shell import models, precomputed
@@ -36,6 +39,11 @@ D_CHOICES = (16, 32, 64, 128, 256, 512)
 HEAD_CHOICES = (1, 2, 4, 8)
 BLOCK_CHOICES = (8, 16, 32, 64)
 NMAX_CHOICES = (64, 128, 256, 512, 1024, 2048)  # 2,048: a training step of explicit attention stays < 1 GB
+# On a GPU the small sizes are launch-bound (an H100 fitted explicit attention's slope at 1.52 and block-sparse's
+# at -0.12 over n <= 2,048, issue 39): the sweep may go on to 16,384, where explicit attention's patterns fill
+# about 8.6 GB (8 heads, float32). Not yet run on a GPU with these choices.
+GPU_NMAX_CHOICES = NMAX_CHOICES + (4096, 8192, 16384)
+GRADIENT_NS = (16, 32, 64, 128, 256)  # the gradient's path: float64 keeps 256 steps of fading finite (~1e-50)
 N_MIN = 32
 PRESET_NS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 RUN_KEY, REMEASURE_KEY = "cost.run", "cost.remeasure"
@@ -52,8 +60,10 @@ URL = Params(
     Choice("d", 128, choices=D_CHOICES),
     Choice("heads", 8, choices=HEAD_CHOICES),
     Choice("b", 32, choices=BLOCK_CHOICES),
-    Choice("nmax", 2048, choices=NMAX_CHOICES),
+    Choice("nmax", 2048, choices=GPU_NMAX_CHOICES),  # the CPU offers NMAX_CHOICES only (`nmax_choices`)
     Choice("preset", "original", choices=tuple(SIZE_PRESETS)),
+    Choice("gn", 64, choices=GRADIENT_NS),
+    Choice("vary", "depth", choices=("depth", "width")),
 )
 S = Sections("cost")  # its sections say which of d, heads, b, nmax and run (Measure again) they read
 
@@ -67,12 +77,19 @@ def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def nmax_choices(device: str) -> tuple[int, ...]:
+    """The longest n offered: up to 16,384 on a GPU (past its launch-bound sizes), 2,048 elsewhere."""
+    return GPU_NMAX_CHOICES if device == "cuda" else NMAX_CHOICES
+
+
 def seed_url(sel: Selection) -> None:
     """Read the page's URL parameters before the title, so what was wrong with them shows under it (the model
-    size may name the sidebar's checkpoint when it is one)."""
+    size may name the sidebar's checkpoint when it is one; the longest n depends on the device)."""
     for param in URL:
         if param is URL.preset and sidebar_preset(sel) is not None:
             param.seed(choices=(*SIZE_PRESETS, SIDEBAR_PRESET))
+        elif param is URL.nmax:
+            param.seed(choices=nmax_choices(sel.device))
         else:
             param.seed()
 
@@ -91,7 +108,9 @@ def controls(sel: Selection) -> A.Setting:
         b = URL.b.widget(st.segmented_control, "block b", required=True, format_func=str,
                          help="Block size of block-sparse attention and of the chunked attention's key blocks.")
         nmax = URL.nmax.widget(st.selectbox, "longest n", format_func=lambda n: f"{n:,}", width=110,
-                               help="The sweep doubles n from 32 up to this.")
+                               choices=nmax_choices(sel.device),
+                               help="The sweep doubles n from 32 up to this (up to 16,384 on a GPU, where the "
+                                    "small sizes only measure the kernel launch).")
     return A.Setting(ns=powers_of_two(N_MIN, nmax), d_model=d, n_heads=heads, block=b, device=sel.device)
 
 
@@ -223,20 +242,26 @@ def time_measured(device: str) -> None:
     summary = R.time_summary(s, run)
     slopes, measured = summary["slopes"], summary["crossover"]
     st.plotly_chart(R.time_figure(sweep["ns"], sweep["ms"], slopes, A.PREDICTED_TIME_SLOPE, s.d_model, measured,
-                                  title=f"measured: d = {s.d_model}, {s.n_heads} heads of {s.d_head}, b = {s.block}"),
+                                  title=f"measured: d = {s.d_model}, {s.n_heads} heads of {s.d_head}, b = {s.block}",
+                                  launch_bound=summary["launch_bound"]),
                     key="cost.chart.time",
                     config=chart_config("cost", None, f"time-d{s.d_model}-h{s.n_heads}-b{s.block}"))
     advantage = sweep["ms"][A.EXPLICIT][-1] / sweep["ms"][A.FUSED][-1]
     time_metrics(s, measured, advantage)
     time_explained(s.ns, device)
+    warmups = A.warmup_calls(torch.device(sweep["device"]))
     if measured is None:
         cheaper = sweep["ms"][A.EXPLICIT][-1] < sweep["ms"][A.RNN][-1]
         st.info(f"The lines do not cross between n = {s.ns[0]} and {s.ns[-1]:,}: "
                 + ("attention stays cheaper over the whole range." if cheaper else
                    "the RNN is cheaper over the whole range."))
-    st.caption(stamp(sweep, precomputed.note(R.time_sweep, s, run)) + f" Median of {sweep['repeats']} calls each, batch 1, after one warm-up call. "
+    st.caption(stamp(sweep, precomputed.note(R.time_sweep, s, run)) + f" Median of {sweep['repeats']} calls each, batch 1, after {warmups} untimed warm-up "
+               f"call{'s' if warmups > 1 else ''}. "
                "Attention here is the core only (scores, softmax, weighted sum), without the q, k, v and output "
-               "projections, which cost n·d² like the RNN. Slopes are fitted over the largest three n. The RNN pays a "
+               "projections, which cost n·d² like the RNN. Slopes are fitted over the largest three n whose time has "
+               "started to grow: a ringed point is **launch-bound** (from it to the next n the time grows slower than "
+               f"n^{A.LAUNCH_BOUND_SLOPE:g}), where fixed per-call overhead (Python, dispatch, a GPU's kernel launch) "
+               "hides the power law, and it is left out of the fit. The RNN pays a "
                "fixed Python and dispatch cost on every step, which the n·d² count leaves out, so the measured "
                "crossover sits above n = d: constants matter as well as exponents. Where the n×n matrix stops fitting "
                "in the CPU's cache, explicit attention jumps, and its slope over that stretch comes out above 2.")
@@ -244,6 +269,9 @@ def time_measured(device: str) -> None:
         st.info(f"On the GPU the fused kernel never writes the n×n matrix to memory: here it is {advantage:.1f}× "
                 "faster than the explicit computation at the longest n, and the step-by-step RNN waits for one "
                 "tiny kernel launch per position.")
+    if sweep.get("out_of_memory_at"):
+        st.info(f"The sweep stopped at n = {sweep['ns'][-1]:,}: n = {sweep['out_of_memory_at']:,} did not fit in the "
+                f"{s.device}'s memory.")
     slope_rows = summary["slope_rows"]
     number_table(slope_rows, {"fitted slope": "%.2f", "predicted slope": "%g"})
     download(slope_rows, "slopes", "Download slopes (CSV)")
@@ -290,6 +318,51 @@ def steps_panel(s: A.Setting) -> None:
         "Raise the longest n in the controls: the RNN's steps double with every n, attention's stay at 1.",
         "On the Depth page, set H = 1 and double n: the layers needed grow by one per doubling, the RNN's path by n.",
     )
+    gradient_panel()
+
+
+def gradient_panel() -> None:
+    """Section 2b: the last output's gradient with respect to every earlier input, measured on the tanh RNN timed
+    above and on one attention layer of the same width: a long path fades, one hop does not."""
+    st.subheader("What a long path does to the gradient")
+    st.markdown(
+        "A path of n − 1 steps is not only slow: learning has to send the gradient back along it. In the RNN, the "
+        "gradient of the last output with respect to an input t positions back is a product of t Jacobians, one per "
+        "step, each a tanh slope (at most 1) times the recurrent matrix, so it shrinks by about the same factor at "
+        "every step: it **fades exponentially** with the distance. In attention the last position reads every input "
+        "through one softmax, and the gradient reaching an input does not depend on how far back it sits. Below, "
+        "both are **measured** on the same random inputs, as the size of the exact Jacobian ∂y_last/∂x_t "
+        "(in float64, so the RNN's tiny values stay finite).")
+    st.latex(r"\begin{gathered}\frac{\partial h_{n-1}}{\partial x_t} = W_x\, D_t \prod_{u=t+1}^{n-1} W_h D_u,\quad "
+             r"D_u = \operatorname{diag}\!\big(1 - h_u^2\big) \\ "
+             r"\frac{\partial y_{n-1}}{\partial x_t} = \frac{\partial}{\partial x_t}\sum_j \alpha_{n-1,j}\, x_j W_V W_O"
+             r"\end{gathered}")
+    gradient_measured()
+    try_this(
+        "Read the slope of the RNN's line on the log axis: the same factor is lost at every step, so the line is "
+        "straight. How many orders of magnitude does it lose over 64 steps?",
+        "Raise n to 256: at the default width the RNN's gradient falls to around 10⁻⁵⁰, while attention's stays in "
+        "the same band at every distance.",
+    )
+
+
+@S.section("gradient.path", reads=("d", "heads", "gn"))
+def gradient_measured() -> None:
+    """The length picker and the gradient against distance for the width and heads the controls hold now."""
+    n = URL.gn.widget(st.select_slider, "sequence length n for the gradient", width=320,
+                      help="The last output's gradient is taken with respect to all n inputs.")
+    d, heads = int(URL.d.now()), int(URL.heads.now())
+    grads = R.gradient_by_distance(int(n), d, heads)
+    st.plotly_chart(R.gradient_figure(grads["distance"], {A.RNN: grads[A.RNN], "attention": grads["attention"]},
+                                      title=f"measured: d = {d}, {heads} heads, n = {n}"),
+                    key="cost.chart.gradient", config=chart_config("cost", None, f"gradient-d{d}-h{heads}-n{n}"))
+    far = int(n) - 1
+    rnn_near, rnn_far = float(grads[A.RNN][-1]), float(grads[A.RNN][0])
+    att = grads["attention"][:-1]  # every input but the last position's own (which also feeds its query)
+    st.caption(f"The RNN's gradient falls from {rnn_near:.2g} at distance 0 to {rnn_far:.2g} at distance {far}: "
+               f"a factor of about {(rnn_far / rnn_near) ** (1 / far):.2f} per step. Attention's stays between "
+               f"{float(att.min()):.2g} and {float(att.max()):.2g} at distances 1 to {far}. Measured on this server's CPU "
+               "in float64; random weights scaled by 1/√d (as the timed RNN's), inputs of unit variance, one seed.")
 
 
 @S.section("sweep.steps", reads=("d", "heads", "b", "nmax", "run"))  # after the time sweep, which it reads
@@ -336,7 +409,52 @@ def memory_panel(s: A.Setting) -> None:
         "line of slope 1.",
         "Make the block b bigger: chunked attention holds h·n·b scores at a time, so its memory grows with b while "
         "explicit attention's does not move.",
+        "Find the RNN's dotted line: it keeps one state of d numbers per step for its backward pass, n·d in all, "
+        "a line of slope 1 that does not depend on h.",
     )
+    traffic_panel()
+
+
+def traffic_panel() -> None:
+    """Section 3b: the bytes explicit and tiled attention move to and from main memory, counted from formulas
+    beside the measured peak above: FlashAttention's gain is traffic, not only the memory it holds."""
+    st.subheader("Memory traffic: the bytes read and written")
+    st.markdown(
+        "Holding less is half of FlashAttention's point; the other half is **moving** less. A GPU computes far faster "
+        "than it reads and writes its main memory, so an attention layer's time is mostly the bytes it moves. "
+        "Explicit attention writes the h·n² scores to memory, reads them back for the softmax, writes the "
+        "probabilities and reads them again for the weighted sum. A tiled kernel keeps a block of b query rows and "
+        "their scores in fast on-chip memory, so no n×n matrix ever reaches main memory; it pays instead by reading "
+        "K and V once for every block of queries. The chart below **counts** those bytes from the formulas (one "
+        "forward, float32); nothing here is timed.")
+    st.latex(r"\begin{gathered}\text{explicit: } 4\,(4nd + 4hn^2) \qquad "
+             r"\text{tiled: } 4\,\big(2nd + 2nd\,\lceil n/b\rceil + hn\big) \\ "
+             r"\frac{\text{explicit}}{\text{tiled}} \to \frac{4hn^2}{2n^2 d / b} = \frac{2b}{d_\text{head}}"
+             r"\end{gathered}")
+    traffic_counted()
+    try_this(
+        "Raise the block b: every block of queries re-reads K and V, so bigger blocks mean fewer re-reads and the "
+        "tiled line drops. A real kernel makes its blocks as large as the fast on-chip memory allows.",
+        "Compare the ratio with the measured peak above: chunked attention in this app is written in PyTorch, one "
+        "operation at a time, so its blocks do pass through main memory: it saves the memory held (the peak), but "
+        "only a fused kernel (FlashAttention, or SDPA on a GPU) also saves the traffic counted here.",
+    )
+
+
+@S.section("sweep.traffic", reads=("d", "heads", "b", "nmax"))
+def traffic_counted() -> None:
+    """The counted bytes at the setting the controls hold now: chart, the ratio at the longest n, the table."""
+    d, heads, b = int(URL.d.now()), int(URL.heads.now()), int(URL.b.now())
+    ns = powers_of_two(N_MIN, int(URL.nmax.now()))
+    rows = A.traffic_rows(ns, d, heads, b)
+    st.plotly_chart(R.traffic_figure(rows, title=f"counted, not measured: d = {d}, {heads} heads, b = {b}"),
+                    key="cost.chart.traffic", config=chart_config("cost", None, f"traffic-d{d}-h{heads}-b{b}"))
+    st.caption(f"At n = {ns[-1]:,} explicit attention moves {rows[-1]['explicit MiB moved']:,.1f} MiB and the tiled "
+               f"kernel {rows[-1]['tiled MiB moved']:,.1f} MiB: {rows[-1]['explicit ÷ tiled']:.1f}× fewer bytes "
+               f"(2b / d_head = {2 * b / (d // heads):.1f} once n is large). Counts from the formulas above, for one "
+               "forward pass in float32, not a measurement.")
+    number_table(rows, {c: "%.3g" for c in rows[0] if c != "n"}, width="stretch")
+    download(rows, "traffic", "Download byte counts (CSV)")
 
 
 @S.section("sweep.memory", reads=("d", "heads", "b", "nmax"))
@@ -354,14 +472,18 @@ def memory_measured(device: str) -> None:
     table = summary["table"]
     m1, m2 = st.columns(2)
     m1.metric(f"explicit ÷ chunked at n = {s.ns[-1]:,}", f"{table[-1]['explicit ÷ chunked']:.1f}×")
-    m2.metric("fitted slopes (explicit, chunked)", f"{slopes[A.EXPLICIT]:.2f}, {slopes[A.CHUNKED]:.2f}",
-              help="Predicted: 2 and 1.")
+    m2.metric("fitted slopes (explicit, chunked, RNN)",
+              ", ".join(f"{slopes[m]:.2f}" for m in A.MEMORY_METHODS if m in slopes), help="Predicted: 2, 1 and 1.")
     how = ("the bytes of every tensor alive at once, counted as operations create and free them (a dispatch-mode "
            "tracker; exact and the same on every run)" if sweep["device"] == "cpu" else
            "the GPU allocator's peak above what was already allocated")
     st.caption(stamp(sweep, precomputed.note(R.memory_sweep, s)) + f" Memory is {how}; the inputs q, k, v are not counted. The dashed line is the "
                "patterns' own size, h·n² float32 numbers: explicit attention's peak sits a small factor above it "
-               "(scores, probabilities and their gradients), chunked attention's far below it.")
+               "(scores, probabilities and their gradients), chunked attention's far below it. The dotted line is "
+               "the tanh RNN of width d, trained the same way: it keeps n states of d numbers.")
+    if sweep.get("out_of_memory_at"):
+        st.info(f"The sweep stopped at n = {sweep['ns'][-1]:,}: a training step at n = {sweep['out_of_memory_at']:,} "
+                f"did not fit in the {s.device}'s memory.")
     number_table(table, {c: "%.3g" for c in table[0] if c != "n"}, width="stretch")
     download(table, "memory", "Download memory (CSV)")
 
@@ -439,6 +561,60 @@ def preset_counts(own: Optional[SizePreset] = None, context: int = 0) -> None:
         f"{rows[-1]['chunked keeps, MiB (all maps)'] / 1024:,.1f} GiB chunked: this is why long-context models use chunked "
         "(flash) attention.",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Scaling with depth and width
+# ---------------------------------------------------------------------------------------------
+
+
+def scaling_panel() -> None:
+    """Section 5: parameters, FLOPs and training memory against depth and width, measured on small models built
+    here and counted at GPT-2's and BERT-base's sizes with the same formulas."""
+    st.header("5. Scaling: depth and width")
+    st.markdown(
+        "Stacking layers multiplies every cost by the depth L: parameters, FLOPs and memory all grow in a straight "
+        "line with L. Widening the stream is dearer: every projection and the MLP are d×d matrices, so parameters "
+        "and most FLOPs grow with d², while attention's n²·d part grows only with d. Below, small decoders in GPT-2's "
+        "layout are **built and measured here** (their tensors counted, torch's FLOP counter, the peak memory of a "
+        "training step), beside the formulas' **counts**; the table under them uses the same formulas at the sizes "
+        "of GPT-2 and BERT-base, which are **counted, not measured**.")
+    st.latex(r"\begin{gathered}\text{parameters} \approx 12\,L\,d^2 + V d \\ "
+             r"\text{FLOPs (forward, } n \text{ tokens)} = 24\,L\,n\,d^2 + 4\,L\,n^2 d + 2\,n\,d\,V \\ "
+             r"\text{activations kept (16-bit)} = L\,n\,d\,\Big(34 + \frac{5\,h\,n}{d}\Big)\ \text{bytes}"
+             r"\end{gathered}")
+    scaling_measured()
+    st.markdown("**At the sizes of published models: counted, not measured.** Parameters and FLOPs by the formulas "
+                "that match the small models above exactly; activation memory by Korthikanti et al. (2022, eq. 1: "
+                "16-bit training, batch 1, dropout masks included), at each model's full context.")
+    large = SC.large_rows()
+    number_table(large, {c: ("localized", 0.1 if "GFLOP" in c or "MiB" in c else 1) for c in large[0] if c != "model"},
+                 width="stretch")
+    download(large, "scaling-large", "Download counted sizes (CSV)")
+    try_this(
+        "Switch between depth and width: doubling L doubles the parameters; doubling d nearly quadruples them.",
+        "Check GPT-2 small's 124,439,808 parameters in the table against the published 124M, then read how GPT-2 "
+        "large reaches 774M: three times the layers and 1.7 times the width.",
+    )
+
+
+@S.section("scaling", reads=("vary",))
+def scaling_measured() -> None:
+    """The depth-or-width picker, the measured and counted curves and their table."""
+    vary = URL.vary.widget(st.segmented_control, "vary", required=True,
+                           format_func={"depth": f"depth (width {SC.SMALL_DEPTH_WIDTH})",
+                                        "width": f"width ({SC.SMALL_WIDTH_DEPTH} layers)"}.get)
+    rows = R.scaling_rows(vary)
+    st.plotly_chart(R.scaling_figure(rows, vary, title=f"small models, {SC.SMALL_HEADS} heads, n = {SC.SMALL_N} "
+                                                      f"tokens: measured and counted"),
+                    key="cost.chart.scaling", config=chart_config("cost", None, f"scaling-{vary}"))
+    st.caption(f"Measured on this server's CPU: decoders with a vocabulary of {SC.SMALL_VOCAB}, learned positions, "
+               "biases on every projection and a tied unembedding (GPT-2's layout). FLOPs are torch's count of one "
+               f"forward on {SC.SMALL_N} tokens; memory is the peak of tensors alive during one training step "
+               "(forward + backward, float32, the weights not counted).")
+    number_table(rows, {c: ("localized", 1 if c.startswith(("layers", "d_model", "parameters")) else 0.01)
+                        for c in rows[0]}, width="stretch")
+    download(rows, f"scaling-{vary}", "Download measured sizes (CSV)")
 
 
 def default_measurements(device: str) -> list:

@@ -25,6 +25,7 @@ import streamlit as st
 from core.analysis import bounds as B
 from core.analysis import depth as A
 from core.analysis import depth_tables as T
+from core.analysis import training_claims as TC
 from core.tasks import IGNORE
 from ui.depth import runs as R
 from ui.shell import query
@@ -821,6 +822,35 @@ def twins_panel(sel: Selection) -> None:
         f"×{T.number_text(grads['post-LN trained'][0])} "
         "the top's): post-LN's troubles are about depth and the early steps of training, which is why the 48-layer "
         "chart above, not this pair, is where they show.")
+    warmup_rates()
+
+
+def warmup_rates() -> None:
+    """How often pre-LN and post-LN stacks learn without and with a warm-up, measured over seeds and depths
+    (core.analysis.training_claims; the table is stored, `python -m bench.training_claims --write` remakes it)."""
+    st.markdown("#### Does post-LN need a warm-up? Measured over seeds")
+    table = TC.load_table()
+    rows = TC.rate_rows(table)
+    if not rows:
+        st.info("The measured table (assets/precomputed/training_claims.json) is missing: "
+                "`python -m bench.training_claims --write` measures it.")
+        return
+    cfg = table["settings"]
+    st.markdown(
+        f"One seed says little: the bundled pair is one draw. Below, the {cfg['task']} task on an {cfg['arch']} "
+        f"(d_model {cfg['norm_d_model']}, {cfg['norm_heads']} heads, {cfg['steps']} steps, peak learning rate "
+        f"{cfg['norm_lr']:g}) was trained from scratch for 5 seeds at each depth, LayerNorm placement and warm-up; "
+        f"each cell counts the seeds that reached {cfg['learned']:.0%} accuracy on fresh examples. Pre-LN learned "
+        f"without warm-up in {TC.rate(table, 'pre', 2, 0)} seeds at 2 layers and {TC.rate(table, 'pre', 4, 0)} at 4; "
+        f"post-LN in {TC.rate(table, 'post', 2, 0)} at 2 layers and {TC.rate(table, 'post', 4, 0)} at 4, and with "
+        f"100 warm-up steps in {TC.rate(table, 'post', 2, 100)} and {TC.rate(table, 'post', 4, 100)} (at 6 layers: "
+        f"{TC.rate(table, 'post', 6, 0)} without warm-up, {TC.rate(table, 'post', 6, 100)} with 100 steps; pre-LN "
+        f"{TC.rate(table, 'pre', 6, 0)}). So "
+        "\"post-LN needs a warm-up\" is a rate that worsens with depth, not a rule: a lucky seed trains without one, "
+        "and a short warm-up is not always enough.")
+    st.dataframe(rows_table(rows), hide_index=True, width="stretch")
+    st.caption("Measured on a CPU by `python -m bench.training_claims --write` (core.train, the Train page's "
+               "settings); a test re-runs the first steps of one cell and checks they match the stored table.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from ui.shell.figures import cached
 from ui.heads.runs import ABLATION_EXAMPLES, MI_COMPONENTS
 from ui.shell.kinds import KIND_HELP, short_kind
 from ui.shell.models import is_text_model
-from ui.shell.page import computed, lead, needs_toy_task, pick_index, rows_table, try_this
+from ui.shell.page import computed, lead, needs_toy_task, number_table, pick_index, rows_table, try_this
 from ui.shell.params import Choice, Int, Multi, Params
 from ui.shell.runs import run
 from ui.shell.sections import Sections
@@ -92,6 +92,7 @@ roles_fig = cached(FH.role_tables)
 pair_fig = cached(FH.pair_heatmap)
 ablation_fig = cached(FH.ablation_bars)
 orth_fig = cached(FH.orthogonal_bars)
+head_cost_fig = cached(FH.head_cost_chart)
 toy_match_fig = cached(FH.toy_match_bars)
 toy_share_fig = cached(FH.toy_share_bars)
 toy_forms_fig = cached(FH.toy_qk_forms)
@@ -202,11 +203,14 @@ def subspace_panel(sel: Selection):
             "If every head had its own orthogonal $d_v$-dimensional subspace, the subspaces would "
             r"have to fit side by side in the $d_{model}$-dimensional residual stream: $h \cdot d_v \le d_{model}$, "
             r"so at most $h_{max} = \lfloor d_{model} / d_v \rfloor$ heads can be mutually orthogonal. The usual "
-            "choice $d_v = d_{model} / h$ uses the budget exactly, and the total cost of a layer stays the same "
-            "however many heads you split it into. Change the numbers to see the picture for other sizes (the "
+            "choice $d_v = d_{model} / h$ uses the budget exactly: however many heads share the width, the layer "
+            "keeps the parameters and the matrix FLOPs of one wide head. It does not keep its memory: each head "
+            "makes its own n×n attention pattern, so training keeps h·n² numbers where one wide head keeps n² (the "
+            "chart under the budget measures it). Change the numbers to see the picture for other sizes (the "
             "model is not changed).")
         st.latex(r"h \cdot d_v \le d_{\text{model}} \;\Longrightarrow\; h_{\max} = \left\lfloor \frac{d_{\text{model}}}{d_v}"
                  r"\right\rfloor")
+    head_cost_panel(sel)
     try_this("Switch the matrix between W_Q, W_K and W_V. Are the heads more alike in what they look for (W_Q, "
              "W_K) or in what they copy (W_V)?",
              "Pick a randomly initialised model you trained on the Train page (few steps) and compare its angles "
@@ -306,6 +310,47 @@ def subspace_budget(sel: Selection) -> None:
                     config=chart_config("heads", None, f"budget-d{int(d_model)}-dv{int(d_v)}-h{int(n_heads)}"))
     st.caption(f"h_max = ⌊{int(d_model)} / {int(d_v)}⌋ = {h_max(int(d_model), int(d_v))}. This model: "
                f"{cfg.n_heads} heads × d_v = {cfg.d_head} = {cfg.n_heads * cfg.d_head} of d_model = {cfg.d_model}.")
+
+
+HEAD_COST_NS = (256, 512, 1024)  # the lengths the measured memory can be taken at (1,024: the Cost page's figure)
+
+
+def head_cost_panel(sel: Selection) -> None:
+    """What stays and what grows when one layer's width is split into more heads: counted at the input's length,
+    the memory also measured (its own fragment: the length picker redraws only it)."""
+    cfg = sel.model.cfg
+    st.markdown("**What stays and what grows with the head count.** Splitting d_model over h heads keeps a layer's "
+                "parameters and its matrix FLOPs: W_Q, W_K, W_V and W_O are d_model × d_model whatever h is, and the "
+                "scores and weighted sums of h heads of width d_model / h add up to one wide head's. The memory does "
+                "not stay: every head makes its own n×n pattern, and training keeps all of them for the backward "
+                "pass, h·n² numbers instead of n².")
+    st.latex(r"\begin{gathered}\text{parameters} = 4\,d_{model}^2, \quad "
+             r"\text{FLOPs} = 8\,n\,d_{model}^2 + 4\,n^2 d_{model} \\ "
+             r"(\text{both whatever } h), \qquad \text{patterns kept} = h\,n^2\end{gathered}")
+    head_cost_chart(cfg.d_model, len(sel.tokens))
+
+
+@st.fragment  # local: the measured length redraws only the chart, its caption and the table
+def head_cost_chart(d_model: int, n_input: int) -> None:
+    """The length picker, the stays / grows chart, what it says in numbers, and the table."""
+    n = st.select_slider("n for the measured memory", HEAD_COST_NS, value=HEAD_COST_NS[-1], key="heads.cost_n",
+                         format_func=lambda v: f"{v:,}",
+                         help="The peak memory of one training step of explicit attention is measured at this length.")
+    rows = [dict(r) for r in R.head_costs(d_model, n_input, int(n))]
+    st.plotly_chart(head_cost_fig(rows, n_input, int(n)), key="heads.fig_cost",
+                    config=chart_config("heads", None, f"head-count-cost-d{d_model}-n{n}"))
+    first, last = rows[0], rows[-1]
+    measured = "peak MiB at the measured n (measured)"
+    st.caption(f"d_model = {d_model}, this input's n = {n_input:,}: {first['parameters']:,} parameters and "
+               f"{first['MFLOP']:.3g} MFLOP per layer for every head count (counted). At n = {int(n):,} one training "
+               f"step of explicit attention peaked at {first[measured]:.0f} MiB with 1 head and {last[measured]:.0f} "
+               f"MiB with {last['heads']} (measured on this server's CPU, core.analysis.cost's tracker; the inputs q, "
+               f"k, v not counted). Head counts that do not divide d_model are left out.")
+    number_table(rows, {"parameters": ("localized", 1), "MFLOP": "%.3g", "patterns MiB (counted)": "%.3g",
+                        "patterns MiB at the measured n (counted)": "%.3g", measured: "%.3g"}, width="stretch")
+    try_this("Move n from 1,024 to 256: a quarter of the length, and the measured memory falls by about sixteen "
+             "(n², a little less where the q, k, v gradients, linear in n, weigh more); 8 heads still keep about 8 "
+             "times what 1 head keeps.")
 
 
 def circuits_panel(sel: Selection):

@@ -377,6 +377,7 @@ def rope_panel(sel: Optional[Selection] = None) -> None:
     URL.n.widget(c4.slider, "Key position n")
     rope_plane()
     rope_shift_panel()
+    st.markdown(rope_sources(sel))
     try_this(
         "Pick pair 0 and step m by one: the query arrow turns by a full radian each step. Pick pair 7: it barely moves.",
         "Set m = n: whatever the shift, q·k is the same number (the arrows keep their starting angle).",
@@ -388,6 +389,25 @@ def rope_panel(sel: Optional[Selection] = None) -> None:
 
 
 ROPE_SHIFT = 100  # the model's own q and k moved by this many positions in its shift check
+ROPE_SOURCES = ("RoPE was introduced by RoFormer (Su et al., 2021, *RoFormer: Enhanced Transformer with Rotary Position "
+                "Embedding*) and is the position scheme of the LLaMA models (Touvron et al., 2023, *LLaMA: Open and "
+                "Efficient Foundation Language Models*) and of the Llama-layout families that followed them (Qwen2, "
+                "Mistral): no position table at all, every layer turns its queries and keys.")
+
+
+def is_llama_rope(sel: Optional[Selection]) -> bool:
+    """Whether the sidebar's model is a Llama-layout checkpoint that uses RoPE (opened from a folder)."""
+    return sel is not None and sel.meta.get("family") == "llama" and sel.model.cfg.pos == "rope"
+
+
+def rope_sources(sel: Optional[Selection]) -> str:
+    """The scheme's sources, and where this page shows it on a real Llama-layout checkpoint."""
+    if is_llama_rope(sel):
+        return (f"{ROPE_SOURCES} The sidebar's model, {display_name(sel.model_id)}, is one: its own RoPE is "
+                "described and checked below.")
+    return (f"{ROPE_SOURCES} Open a Llama-layout checkpoint folder in the sidebar and this section describes its "
+            "own RoPE (the base from its config's rope_theta, its pairing, partial rotary) and checks the "
+            "relative-position property on its own queries and keys.")
 
 
 def model_rope_panel(sel: Selection) -> None:
@@ -415,7 +435,8 @@ def model_rope_panel(sel: Selection) -> None:
               f"only the first r = {r} of each head's {d_head} dimensions (partial rotary); the other {d_head - r} "
               f"pass through unturned and add the same amount to q·k at every distance")
     st.markdown(
-        f"{display_name(sel.model_id)} turns its queries and keys with base b = **{base:,g}** (read from its config) and turns "
+        f"{display_name(sel.model_id)} turns its queries and keys with base b = **{base:,g}** (read from its config"
+        + (": `rope_theta`, the LLaMA family's name for it" if is_llama_rope(sel) else "") + ") and turns "
         f"{turned}. It pairs {pairing}. Pair i turns by m·θ_i at position m, θ_i = b^(−2i/{r}), as above. "
         + ("Only the pairing differs from the picture, so q·k still depends on m − n alone. The pairing is not a "
            "detail, though: the model's W_Q and W_K were trained for it, and turning (2i, 2i + 1) instead would be "

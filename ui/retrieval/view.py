@@ -1,6 +1,7 @@
 """The Retrieval page's panels: attention as kernel smoothing, as a soft database that hardens into a
 lookup, values tied to keys (V = K) on trained models, hijacking by a large-norm key and two
-defences, and where the equivalences hold. pages/retrieval.py calls them in reading order.
+defences, where the equivalences hold, and which of values, queries and keys scales the output.
+pages/retrieval.py calls them in reading order.
 
 The numbers come from core.analysis.retrieval (math) and core.analysis.recall (models), the
 cached runs and figures from ui.retrieval.runs.
@@ -10,7 +11,7 @@ so each panel holds a fragment (`@st.fragment`) and its controls redraw only tha
 preset, their table, x₀, |q| and the tilt (1, `kernel_smoother`); the database preset, its table, the
 query direction and β (2, `lookup_sweep`); layer and head (3, `tied_span`: the pickers and the span
 figure only); the scaled position, α and the model shown (4, `hijack_attack`); the stretch and |q|
-(5, `equivalence_keys`). A panel's heading, explanation and "Try this" sit outside its fragment, and so
+(5, `equivalence_keys`); the factor c and the query (6, `linearity_curves`). A panel's heading, explanation and "Try this" sit outside its fragment, and so
 do panel 3's accuracies and table over every head, so a click does not redraw them. The sidebar
 reruns the whole page. A fragment rerun still writes its parameters to the URL.
 """
@@ -25,6 +26,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from core.analysis import linearity as L
 from core.analysis import retrieval as A
 from ui.shell import models
 from ui.retrieval import runs as R
@@ -41,6 +43,7 @@ BANDWIDTH_NORMS = (2.0, 5.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 SWEEP_BETAS = np.logspace(-2, 3, 241)
 RECALL_PAIRS = 5  # the recall models' training length: positions 0..9 hold the pairs
 MODEL_NAMES = R.MODEL_NAMES
+SCALE_FACTORS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)  # panel 6: what multiplies the values, queries or keys
 HELD = 0.02  # a defence "held" when accuracy at the largest alpha stays within this of its clean accuracy
 
 URL = Params(
@@ -59,6 +62,8 @@ URL = Params(
     Choice("seen", "recall-decoder", choices=R.DEFENDED),
     Float("stretch", 1.0, lo=0.5, hi=5.0, fmt=general),
     Float("qn5", 5.0, lo=1.0, hi=1000.0, stops=QUERY_NORMS, log=True, fmt=general),
+    Float("c", 2.0, lo=0.1, hi=10.0, stops=SCALE_FACTORS, log=True, fmt=general),
+    Choice("lq", "real", choices=("real", "zero")),
 )
 
 
@@ -482,6 +487,52 @@ def equivalence_keys() -> None:
         + ("the same key." if same else "not the same key, so a hard lookup here is not a nearest-neighbour search."))
     csv_button(partial(pd.DataFrame, {"key": names, "norm": result.norms, "attention": result.attention,
                                       "gaussian_kernel": result.kernel}), "retrieval_equivalence", "retrieval.csv_eq")
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. What scales the output: the values, not the queries or keys
+# ---------------------------------------------------------------------------------------------
+
+
+def linearity_panel() -> None:
+    """Panel 6: scale the values, then the queries, then the keys by a factor c, and see which scales the output;
+    its heading, explanation and 'Try this' sit outside the fragment."""
+    st.header("6. Scale the values, the queries or the keys")
+    st.markdown(
+        "The values enter attention once, after the softmax: multiply every value by c and the answer, a weighted "
+        "mean of values with weights that did not move, is multiplied by c too. The queries and keys enter inside "
+        "the softmax: multiplying them by c multiplies every score by c, which only sharpens (c > 1) or flattens "
+        "(c < 1) the pattern. The answer then slides between the mean of all values and the best key's value; it "
+        "does not grow with c. Below, one query against six keys with three-dimensional values (drawn at random, "
+        "fixed), scaled by the c you pick.")
+    st.latex(r"\begin{gathered}\operatorname{out}(q, K, cV) = c\,\operatorname{out}(q, K, V) \\ "
+             r"\operatorname{out}(cq, K, V) = \operatorname{softmax}(c\,Kq)\,V \ne c\,\operatorname{out}(q, K, V)"
+             r"\end{gathered}")
+    linearity_curves()
+    try_this(
+        "Set c to 10: the values' marker sits at 10, the queries' near 1, because a sharper pattern only picks the "
+        "best key's value instead of a mix.",
+        "Pick the query of zeros: every score is 0 whatever c does to q or K, the pattern stays uniform, and the "
+        "query and key curves lie flat at 1. Only the values still scale the answer.")
+
+
+@st.fragment  # local: the factor and the query redraw only these controls, the figure and the numbers
+def linearity_curves() -> None:
+    """The factor c and the query, the three curves with c marked, and the output's scale at c."""
+    c1, c2 = st.columns(2)
+    factor = float(URL.c.widget(c1.select_slider, "Factor c (log scale)"))
+    query = URL.lq.widget(c2.segmented_control, "Query", required=True,
+                          format_func={"real": "a random query", "zero": "q = 0 (uniform pattern)"}.get)
+    q, keys, values = L.example(seed=0, uniform=query == "zero")
+    factors = np.union1d(L.FACTORS, [factor])  # the chosen c among the curve's points: its markers are exact
+    curves = L.output_scale(q, keys, values, factors)
+    st.plotly_chart(R.scale_figure(curves.factors, curves.ratio, factor,
+                                   title="only the values scale the output"), key="retrieval.scale",
+                    config=chart_config("retrieval", None, f"output-scale-c{factor:g}-{query}"))
+    at = {which: float(curves.ratio[which][np.searchsorted(curves.factors, factor)]) for which in L.SCALED}
+    st.markdown(f"At c = {factor:g} the output is multiplied by **{at['values']:.4g}** when the values are scaled, "
+                f"by **{at['queries']:.4g}** when the queries are and by **{at['keys']:.4g}** when the keys are"
+                + (" (the pattern is uniform: no factor on q or K changes it)." if curves.uniform else "."))
 
 
 def not_found_note(missing: list[str]) -> None:

@@ -64,6 +64,8 @@ EXPLORED_ANY_MODEL = (
     ("pages/cost.py", "ui.cost.view", "heads", {}),
     ("pages/cost.py", "ui.cost.view", "b", {}),
     ("pages/cost.py", "ui.cost.view", "nmax", {}),
+    ("pages/cost.py", "ui.cost.view", "gn", {}),  # the gradient's path at every length (a second or two each)
+    ("pages/cost.py", "ui.cost.view", "vary", {}),  # the small models varied in width (four builds)
     ("pages/depth.py", "ui.depth.view", "L", {}),
     ("pages/depth.py", "ui.depth.view", "gain", {}),
     ("pages/depth.py", "ui.depth.view", "iseed", {}),

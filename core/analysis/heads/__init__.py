@@ -7,6 +7,7 @@
 - redundancy  how alike two heads are: pattern similarity (1 - JS) and a Gaussian mutual-information estimate
 - ablation    replace chosen heads' hook_z by zeros or their mean through run_with_hooks; rank every head
 - orthogonal  the part of a query orthogonal to every key changes no score
+- cost        what h heads cost against one wide head: parameters and FLOPs stay, pattern memory grows
 - toy         the two-head toy: a tiny model whose two heads split core.tasks.TwoLookupTask between them
 
 Which attention a function looks at is an `AttentionKind` (core.analysis.attention): its hook
