@@ -131,18 +131,23 @@ KATEX_FACES = ("() => { const s = []; document.fonts.forEach(f => { if (f.family
                ".startsWith('KaTeX_')) s.push(f.status); }); return s; }")
 
 
-def test_home_fetches_the_chart_code_that_the_next_page_then_uses(server_url, page):
-    # ui/shell/preload.py: Home draws no chart, yet the browser fetches Plotly's chunk once it is idle...
-    open_page(page, server_url, timeout=240_000)
+SCRIPT_BLOCKS = ("() => Array.from(document.querySelectorAll(\"[data-testid='stHtml']\"))"
+                 ".filter(h => h.children.length === 1 && h.firstElementChild.tagName === 'SCRIPT')"
+                 ".map(h => getComputedStyle(h.closest(\"[data-testid='stElementContainer']\")).display)")
+
+
+def test_lessons_fetches_the_chart_code_that_the_next_page_then_uses(server_url, page):
+    # ui/shell/preload.py: the Lessons page draws no chart and no table (Home now draws both), yet the browser
+    # fetches Plotly's and the grid's chunks once it is idle...
+    open_page(page, f"{server_url}/lessons", timeout=240_000)
     page.wait_for_function(f"() => ({CHUNKS_FETCHED})().length >= 2", timeout=30_000)
     # ...from a block that takes no room: the title sits where it sits without the script
     # (blocks that hold a script and nothing else; the header's "Copy link" button carries its own script and is
     # meant to be seen: ui/shell/export.py)
-    hidden = page.evaluate("() => Array.from(document.querySelectorAll(\"[data-testid='stHtml']\"))"
-                           ".filter(h => h.children.length === 1 && h.firstElementChild.tagName === 'SCRIPT')"
-                           ".map(h => getComputedStyle(h.closest(\"[data-testid='stElementContainer']\")).display)")
+    page.wait_for_function(f"() => ({SCRIPT_BLOCKS})().length > 0", timeout=30_000)
+    hidden = page.evaluate(SCRIPT_BLOCKS)
     assert hidden and set(hidden) == {"none"}, hidden
-    # ...with the table grid's style sheet linked and every KaTeX face loaded (Home shows no table and no
+    # ...with the table grid's style sheet linked and every KaTeX face loaded (the page shows no table and no
     # formula in those fonts' sizes)
     page.wait_for_function(f"() => ({KATEX_FACES})().every(s => s === 'loaded')", timeout=30_000)
     assert len(page.evaluate(KATEX_FACES)) >= 20

@@ -35,15 +35,17 @@ TO_TOP = ("<script>/* step {step} */ const m = document.querySelector('[data-tes
 # Presenter mode: no sidebar, large type, and the step's notes in a panel fixed at the right of the screen,
 # so the page itself (its figure) starts at the top of the projector's first screen instead of below the notes.
 # Presenter mode's version (the notes are a panel beside the page): scroll the page just far enough that its
-# first figure shows whole on the projector's first screen, once the figure is drawn (or give up after 15 s, or
-# as soon as the teacher scrolls). Our own constant script.
+# first figure shows whole on the projector's first screen, once the figure is drawn, and again while it takes its
+# final size (a chart drawn short first grew past the screen's edge); for 15 s, or until the teacher scrolls.
+# Our own constant script.
 TO_FIGURE = ("<script>/* step {step} */ (() => {{ const m = document.querySelector('[data-testid=\"stMain\"]');"
-             " if (!m) return; m.scrollTo(0, 0); let tries = 0;"
-             " const look = () => {{ if (m.scrollTop > 0 || ++tries > 75) return;"
+             " if (!m) return; m.scrollTo(0, 0); let tries = 0, ours = 0;"
+             " const look = () => {{ if (Math.abs(m.scrollTop - ours) > 1 || ++tries > 75) return;"
              " const c = m.querySelector('[data-testid=\"stPlotlyChart\"], [data-testid=\"stVegaLiteChart\"],"
              " [data-testid=\"stImage\"]'); const r = c && c.getBoundingClientRect();"
-             " if (!r || r.height < 50) {{ setTimeout(look, 200); return; }}"
-             " const over = r.bottom - window.innerHeight + 16; if (over > 0) m.scrollBy(0, Math.min(over, r.top - 8)); }};"
+             " if (r && r.height >= 50) {{ const over = r.bottom - window.innerHeight + 16;"
+             " if (over > 1 && r.top > 8) {{ m.scrollBy(0, Math.min(over, r.top - 8)); ours = m.scrollTop; }} }}"
+             " setTimeout(look, 200); }};"
              " setTimeout(look, 300); }})();</script>")
 PRESENT_CSS = """
 <style>
