@@ -4,6 +4,7 @@ is read; other requests pass untouched (issue 36, "Uploads held in memory")."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 from ui.server.upload_budget import MIB, SESSION_UPLOAD_BUDGET, UploadBudget
 
@@ -27,7 +28,8 @@ def call(middleware, method: str, path: str, length: int | None) -> tuple[int, b
 
     headers = [] if length is None else [(b"content-length", str(length).encode())]
     scope = {"type": "http", "method": method, "path": path, "headers": headers}
-    asyncio.run(UploadBudget(app, held=middleware)(scope, receive, send))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # its own event loop, whatever runs in this thread
+        pool.submit(asyncio.run, UploadBudget(app, held=middleware)(scope, receive, send)).result()
     return sent[0]["status"], bool(reached), bool(read)
 
 

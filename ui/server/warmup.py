@@ -61,8 +61,8 @@ def page_modules() -> None:
 
 # Trace types the figure builders draw (core/figures): plotly imports each class, and each of its parts,
 # the first time a figure uses it.
-PLOTLY_PARTS = ("layout", "heatmap", "scatter", "bar", "waterfall", "heatmap.colorbar", "layout.xaxis",
-                "layout.xaxis.title", "layout.yaxis", "layout.yaxis.title", "layout.title", "layout.legend",
+PLOTLY_PARTS = ("layout", "heatmap", "scatter", "bar", "bar.marker", "waterfall", "heatmap.colorbar",
+                "layout.xaxis", "layout.xaxis.title", "layout.yaxis", "layout.yaxis.title", "layout.title", "layout.legend",
                 "layout.annotation", "layout.shape", "layout.coloraxis", "layout.coloraxis.colorbar")
 
 
