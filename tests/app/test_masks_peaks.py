@@ -12,6 +12,9 @@ def test_peaks_section():
     at = page_at("pages/masks.py", {"model": "peaks-encoder"})
     assert_ok(at)
     assert "7. A state that attends to its future: local peaks in a series" in [h.value for h in at.header]
+    assert not any(m.label.startswith("best any causal") for m in at.metric)  # scored only when asked
+    at.toggle(key="masks.future.show").set_value(True).run()
+    assert_ok(at)
     metrics = {m.label: float(m.value.rstrip("%")) for m in at.metric
                if m.label.startswith(("peaks-", "best any causal"))}
     enc, dec = metrics["peaks-encoder (full mask)"], metrics["peaks-decoder (causal mask)"]

@@ -57,6 +57,9 @@ def panel(device: str) -> None:
         st.info(f"The bundled {ENC_ID} and {DEC_ID} are not installed, so this comparison cannot run. Build them with "
                 f"`python -m core.train --only {ENC_ID} --only {DEC_ID}`.")
         return
+    if not st.toggle("Score both models here (about a second)", key="masks.future.show",
+                     help="Off by default, so that opening the Masks page computes only the mask above."):
+        return
     c = computed("Scoring both models ...", measured, device)
     m1, m2, m3 = st.columns(3)
     m1.metric(f"{ENC_ID} (full mask)", f"{c.accuracy['encoder']:.1%}")
