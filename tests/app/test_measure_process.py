@@ -180,7 +180,7 @@ def test_a_queued_measurement_says_it_is_waiting(worker):
     assert answer and answer[0] != os.getpid() and seen[-2:] == ["half", "done"]
 
 
-def test_a_student_who_rarely_measures_goes_before_three_who_flood(worker):
+def test_a_student_who_rarely_measures_goes_before_three_who_flood(worker, monkeypatch):
     """Three sessions measuring back to back; a fourth that has not measured lately is served as soon as the
     measurement running when it asked is done, not after the others' queued ones."""
     stop = threading.Event()
@@ -191,10 +191,16 @@ def test_a_student_who_rarely_measures_goes_before_three_who_flood(worker):
     flooders = [in_thread(flood) for _ in range(3)]
     try:
         wait_until(lambda: len(MP._TURNS.served) >= 6)  # every flooder has used the worker
-        asked = []
+        asked, victim_local, real_clock = [], threading.local(), MP._TURNS.clock
 
-        def ask():  # counted as the victim asks, not as its thread is started (late on a busy machine)
-            asked.append(len(MP._TURNS.served))
+        def clock():  # the scheduler reads the clock under its lock as a ticket joins the queue: count then
+            if getattr(victim_local, "asking", False) and not asked:
+                asked.append(len(MP._TURNS.served))
+            return real_clock()
+        monkeypatch.setattr(MP._TURNS, "clock", clock)
+
+        def ask():
+            victim_local.asking = True
             return MP.measure(nap, 0.2)
         victim, answer = in_thread(ask)
         victim.join(timeout=60)
