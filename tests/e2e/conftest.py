@@ -121,6 +121,19 @@ def wait_for_run(page, timeout: float = 90_000, last: str | None = None) -> None
         page.wait_for_selector(last, timeout=timeout)
 
 
+RUNS_STARTED = """() => { const a = document.querySelector("[data-testid='stApp']"); if (!a) return 0;
+  if (a.__glassboxRuns === undefined) { a.__glassboxRuns = 0;
+    new MutationObserver(() => { if (a.getAttribute('data-test-script-state') === 'running') a.__glassboxRuns++; })
+      .observe(a, {attributes: true, attributeFilter: ['data-test-script-state']}); }
+  return a.__glassboxRuns; }"""
+
+
+def runs_started(page) -> int:
+    """Script runs (whole or fragment) that started since this was first called on the page: a test that sends a
+    keypress learns from it whether the press reached the app, instead of pressing again and undoing it."""
+    return int(page.evaluate(RUNS_STARTED))
+
+
 def pick_option(page, select, option, tries: int = 3) -> None:
     """Open the select box `select` (a locator) and click `option` (a locator of the list's option). While a
     long page is still drawing its charts, the box can move under the pointer and its list close again as it
@@ -141,6 +154,10 @@ def open_page(page, url: str, timeout: float = 120_000, last: str | None = None)
     page.goto(url, wait_until="commit", timeout=timeout)
     # The first render pays the torch import; wait for the run to start and finish.
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    # Something drawn in the main column: the run has begun (before it, the app reads "not running" too, and on a
+    # loaded machine the first run can start more than a moment after the page).
+    page.wait_for_selector("[data-testid='stMain'] [data-testid='stElementContainer']", state="attached",
+                           timeout=timeout)
     page.wait_for_timeout(300)
     wait_for_run(page, timeout, last)
 

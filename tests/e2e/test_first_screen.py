@@ -21,20 +21,31 @@ SIZES = [(1440, 900), (1024, 768)]
 FIGURE_SHOWN = 150  # px of the first figure a student sees without scrolling, at least
 FIGURE = ("[data-testid='stMain'] [data-testid='stPlotlyChart'], [data-testid='stMain'] [data-testid='stVegaLiteChart'],"
           " [data-testid='stMain'] [data-testid='stImage']")
-# The Lessons page has no figure: its first lesson's Start button stands for it (the button itself: its block is
-# there, as a grey placeholder, before the button's code has drawn it).
-LESSONS_FIRST = "[data-testid='stMain'] [class*='st-key-start-'] button"
+# The Lessons page has no figure: its first lesson's Start button stands for it. Its block is there, as a grey
+# placeholder, before the button's code has drawn it, and the next lessons' buttons may be drawn first (CI once
+# measured the second lesson's): the button inside the first Start block is the one measured.
+LESSONS_FIRST = "[data-testid='stMain'] [class*='st-key-start-']"
 
-FIRST_TOP = """(sel) => { const e = document.querySelector(sel); if (!e) return null;
+FIRST_TOP = """(sel) => { let e = document.querySelector(sel); if (!e) return null;
+  if (!e.matches("[data-testid='stPlotlyChart'], [data-testid='stVegaLiteChart'], [data-testid='stImage']")) {
+    e = e.querySelector('button'); if (!e) return null; }
   const r = e.getBoundingClientRect(); return r.height > 0 ? r.top : null; }"""
 OVERFLOW = """() => { const m = document.querySelector("[data-testid='stMainBlockContainer']");
   return m.scrollWidth - m.clientWidth; }"""
 
 
 def _first_top(page, selector: str, timeout: float = 60_000) -> float:
-    """The top edge (px from the window's top) of the first element matching `selector`, once laid out."""
+    """The top edge (px from the window's top) of the first element matching `selector` (for a block, the button
+    in it), once laid out and still for half a second (blocks above it may still be drawing)."""
     page.wait_for_function(f"(sel) => ({FIRST_TOP})(sel) !== null", arg=selector, timeout=timeout)
-    return page.evaluate(FIRST_TOP, selector)
+    top = page.evaluate(FIRST_TOP, selector)
+    for _ in range(20):
+        page.wait_for_timeout(500)
+        now = page.evaluate(FIRST_TOP, selector)
+        if now == top:
+            break
+        top = now
+    return top
 
 
 @pytest.fixture(scope="module")
