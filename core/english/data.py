@@ -6,7 +6,10 @@ from a local torch.Generator on the CPU, so the batches are a pure function of t
 
 Decoder windows may carry a repeated passage (`repeat_share` of them): a stretch of the window is copied
 to a later place in the same window, so copying what followed an earlier occurrence pays off, which is
-what an induction head does. Encoder windows are [CLS] text [SEP]; 15% of the ordinary tokens are chosen,
+what an induction head does. Some (`random_share`) also carry a stretch of random tokens said again and
+again (from twice to the whole window): no bigram or topic predicts those tokens, only the earlier copy does, so the gradient asks
+for a previous-token head and an induction head reading it from the first steps (on English text alone
+the model stays a bigram model for longer than a CPU budget lasts). Encoder windows are [CLS] text [SEP]; 15% of the ordinary tokens are chosen,
 of those 80% become [MASK], 10% a random token and 10% stay, as BERT was trained; `short_share` of the
 batches are short windows, so sentences of a few words look like what the encoder has seen.
 """
@@ -35,11 +38,15 @@ class DecoderBatch:
     tokens: torch.Tensor  # [batch pos]
     targets: torch.Tensor  # [batch pos], the next token of each position
     repeated: int  # windows of this batch that carry a repeated passage
+    random_repeats: int = 0  # windows of this batch that carry a repeated stretch of random tokens
 
 
 def decoder_batch(text: torch.Tensor, batch: int, length: int, generator: torch.Generator,
-                  repeat_share: float = 0.0, repeat_span: tuple[int, int] = (16, 128)) -> DecoderBatch:
-    """`batch` windows of `length` tokens at random places in `text`, each with its next-token targets."""
+                  repeat_share: float = 0.0, repeat_span: tuple[int, int] = (16, 128),
+                  random_share: float = 0.0, random_span: tuple[int, int] = (8, 64),
+                  random_ids: tuple[int, int] = (0, 0)) -> DecoderBatch:
+    """`batch` windows of `length` tokens at random places in `text`, each with its next-token targets.
+    random_ids: the [low, high) range random stretches draw from (the ordinary tokens)."""
     if text.numel() < length + 2:
         raise ValueError(f"the text has {text.numel()} tokens, fewer than one window of {length} + 1")
     starts = torch.randint(0, text.numel() - length, (batch,), generator=generator)  # [batch]
@@ -54,7 +61,30 @@ def decoder_batch(text: torch.Tensor, batch: int, length: int, generator: torch.
         second = int(torch.randint(first + span, length + 2 - span, (), generator=generator))
         if repeat[row]:
             windows[row, second:second + span] = windows[row, first:first + span].clone()
-    return DecoderBatch(windows[:, :-1], windows[:, 1:], int(repeat.sum()))
+    tiled = _random_repeats(windows, random_share, random_span, random_ids, generator) if random_share > 0 else 0
+    return DecoderBatch(windows[:, :-1], windows[:, 1:], int(repeat.sum()), tiled)
+
+
+def _random_repeats(windows: torch.Tensor, share: float, span: tuple[int, int], ids: tuple[int, int],
+                    generator: torch.Generator) -> int:
+    """In `share` of the rows of `windows` `[batch pos+1]` (in place), a stretch of random tokens from
+    ids = [low, high), repeated back to back (twice, up to filling the row) at a random place; returns how many
+    rows got one. The copies, not the first saying, carry the signal: half a window on average."""
+    low, high = ids
+    if high - low < 2:
+        raise ValueError(f"random stretches need a range of at least 2 token ids, got [{low}, {high})")
+    batch, width = windows.shape
+    chosen = torch.rand(batch, generator=generator) < share  # [batch]
+    hi = max(1, min(span[1], width // 2))
+    lo = max(1, min(span[0], hi))
+    for row in range(batch):
+        period = int(torch.randint(lo, hi + 1, (), generator=generator))
+        copies = int(torch.randint(2, max(2, width // period) + 1, (), generator=generator))
+        start = int(torch.randint(0, width - copies * period + 1, (), generator=generator))
+        stretch = torch.randint(low, high, (period,), generator=generator)  # [period]
+        if chosen[row]:
+            windows[row, start:start + copies * period] = stretch.repeat(copies)  # [copies*period]
+    return int(chosen.sum())
 
 
 def eval_windows(text: torch.Tensor, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

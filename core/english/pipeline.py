@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import platform
 import sys
 import time
@@ -119,7 +120,12 @@ def build_decoder(p: Prepared, r: recipe.Recipe, full: recipe.Recipe, out: Path,
                     "repeated_windows": run.repeated_windows,
                     "repeat_note": f"{r.repeat_share:.0%} of the training windows carry a passage of "
                                    f"{r.repeat_span[0]}-{r.repeat_span[1]} tokens copied to a later place in the "
-                                   f"same window (so that induction heads form within the CPU budget)"})}
+                                   f"same window (so that induction heads form within the CPU budget)",
+                    "random_share": r.random_share, "random_span": list(r.random_span),
+                    "random_windows": run.random_windows,
+                    "random_note": f"{r.random_share:.0%} of the training windows carry {r.random_span[0]}-"
+                                   f"{r.random_span[1]} random tokens said over and over (twice to a whole window), which only an "
+                                   f"induction head (reading a previous-token head) predicts"})}
     export.save_folder(run.model, folder, export.gpt2_config(run.model, eot), manifest)
     tokenizer.save(p.tok, folder, "gpt2", r.decoder_context)
     loaded, tok = load_pretrained(folder, device=device)
@@ -182,20 +188,42 @@ def _fill(ngram: baselines.Ngram, b: data.EncoderBatch, ids: data.MaskIds) -> to
     return baselines.fill_scores(ngram, b.tokens, slots, ids.mask, ids.n_special)
 
 
+def kept_encoder(p: Prepared, out: Path) -> dict:
+    """The manifest of the encoder already in `out`, for a build that retrains the decoder alone; refused
+    unless the tokenizer trained now is the one that encoder was trained with (the two models share it)."""
+    folder = out / ENCODER_NAME
+    try:
+        manifest = json.loads((folder / "glassbox.json").read_text(encoding="utf-8"))
+        kept = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # noqa: BLE001 - a missing or unreadable folder (OSError, JSON, tokenizer), said plainly
+        raise ValueError(f"--decoder-only keeps the encoder in {folder}, which cannot be read ({exc}); "
+                         f"build both models") from exc
+    if kept.get_vocab() != p.tok.get_vocab():
+        raise ValueError(f"the tokenizer trained now differs from the one the encoder in {folder} was trained "
+                         f"with; build both models")
+    return manifest
+
+
 def build(r: recipe.Recipe, corpus_path: Path, out: Path, device: torch.device, log: Log = lambda s: None,
-          progress=None, full: Optional[recipe.Recipe] = None) -> dict:
+          progress=None, full: Optional[recipe.Recipe] = None, decoder_only: bool = False) -> dict:
     """The whole pipeline; returns {"decoder", "encoder": manifests, "models": {"decoder", "encoder"}: the
-    trained float32 models, "prepare_seconds", "seconds"}."""
+    trained float32 models, "prepare_seconds", "seconds"}. decoder_only: retrain the decoder and keep the
+    encoder already in `out` (its model is then None)."""
     start = time.perf_counter()
     full = full or r
     p = prepare(r, Path(corpus_path), log)
     log(f"tokenizer: {p.tok.get_vocab_size()} tokens; {p.corpus_info['train_tokens']:,} training and "
         f"{p.corpus_info['heldout_tokens']:,} held-out tokens ({p.seconds:.0f} s)")
     out = Path(out)
+    enc = kept_encoder(p, out) if decoder_only else None
     dec, decoder = build_decoder(p, r, full, out, device, log, progress)
-    enc, encoder = build_encoder(p, r, full, out, device, log, progress)
+    if enc is None:
+        enc, encoder = build_encoder(p, r, full, out, device, log, progress)
+    else:
+        encoder = None
+        log(f"encoder: kept as built before ({enc['training']['steps']} steps)")
     seconds = time.perf_counter() - start
-    for m, name in ((dec, DECODER_NAME), (enc, ENCODER_NAME)):
+    for m, name in ((dec, DECODER_NAME),) if decoder_only else ((dec, DECODER_NAME), (enc, ENCODER_NAME)):
         m["build_seconds"] = round(seconds, 1)
         export.write_manifest(out / name, m)
     (out / "README.md").write_text(readme(dec, enc), encoding="utf-8")
@@ -229,6 +257,14 @@ def table(dec: dict, enc: dict) -> str:
                     f"L{t['repeated_sentence']['layer']}H{t['repeated_sentence']['head']} "
                     f"{t['repeated_sentence']['score']:.2f} | chance {t['random_tokens_chance']:.2f} |")
     return "\n".join(rows)
+
+
+def _random_windows(r: dict) -> str:
+    """The README's words for the windows of random tokens said over and over, when the recipe has them."""
+    share, span = r.get("random_share", 0.0), r.get("random_span", (0, 0))
+    if not share:
+        return ""
+    return f", and {share:.0%} a stretch of {span[0]}-{span[1]} random tokens said over and over"
 
 
 def readme(dec: dict, enc: dict) -> str:
@@ -279,7 +315,7 @@ and both models (seed {r['seed']}), evaluates them and writes this folder.
 | training time | {tr['wall_seconds']:,.0f} s | {enc['training']['wall_seconds']:,.0f} s |
 
 The decoder's windows: {r['repeat_share']:.0%} carry a passage of {r['repeat_span'][0]}-{r['repeat_span'][1]} tokens
-copied to a later place in the same window, so that induction heads form within the CPU budget. Device:
+copied to a later place in the same window{_random_windows(r)}, so that induction heads form within the CPU budget. Device:
 {tr['device_name']}; the whole command took {dec.get('build_seconds', 0):,.0f} s.
 
 ## Numbers (held-out text)
@@ -310,6 +346,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--timing", type=int, default=None, metavar="N",
                    help="run N steps of each model (real recipe) into build/english/timing and project the time")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--decoder-only", action="store_true",
+                   help="retrain the decoder and keep the encoder already in --out (same tokenizer)")
     return p.parse_args(argv)
 
 
@@ -329,7 +367,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     corpus_path = Path(args.corpus) if args.corpus else DEFAULT_CORPUS
     print(f"device {device} ({_device_name(device)}); out {out}")
     try:
-        result = build(r, corpus_path, out, device, log=print, progress=_progress, full=full)
+        result = build(r, corpus_path, out, device, log=print, progress=_progress, full=full,
+                       decoder_only=args.decoder_only)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -337,7 +376,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print()
     print(table(dec, enc))
     print(f"\nwhole command: {result['seconds']:.0f} s; folders in {out}")
-    if args.timing:
+    if args.timing and not args.decoder_only:
         print(projection(result, r, full))
     return 0
 

@@ -32,6 +32,10 @@ class Recipe:
     decoder_lr: float = 2e-3
     repeat_share: float = 0.25  # windows carrying a repeated passage (induction heads; see core.english.data)
     repeat_span: tuple[int, int] = (16, 128)  # tokens in that passage
+    # windows carrying random tokens said over and over (see core.english.data). Off: at 0.25 a 1,300-step CPU
+    # build found no head either and its perplexity rose from 95 to 110 (assets/models/english/README.md)
+    random_share: float = 0.0
+    random_span: tuple[int, int] = (8, 64)  # random tokens in one saying
     # -- the encoder's training
     encoder_steps: int = 2000
     encoder_batch: int = 8  # windows of encoder_context tokens per step
@@ -54,7 +58,7 @@ class Recipe:
 
 FULL = Recipe()
 QUICK = Recipe(vocab_size=320, d_model=32, n_layers=2, n_heads=4, decoder_context=64, encoder_context=32,
-               decoder_steps=12, decoder_batch=2, encoder_steps=12, encoder_batch=4, warmup=3, repeat_span=(4, 12),
+               decoder_steps=12, decoder_batch=2, encoder_steps=12, encoder_batch=4, warmup=3, repeat_span=(4, 12), random_span=(4, 12),
                short_range=(6, 16), max_eval_tokens=2_000, corpus_documents=60)
 
 

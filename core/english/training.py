@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core import positional
-from core.english import data
+from core.english import data, tokenizer
 from core.english.recipe import Recipe
 from core.model import Transformer
 from core.train import derive_seed, init_model, lr_factor
@@ -55,6 +55,7 @@ class Run:
     cpu_seconds: float = 0.0  # this process's CPU time in the loop (all threads)
     losses: list[float] = field(default_factory=list)  # every step's loss
     repeated_windows: int = 0  # decoder windows that carried a repeated passage
+    random_windows: int = 0  # decoder windows that carried a repeated stretch of random tokens
 
 
 def fresh_model(config: TransformerConfig, r: Recipe, which: int) -> Transformer:
@@ -77,10 +78,12 @@ def _optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.
                              fused=True)  # one kernel for all parameters: the unfused step cost 0.05-1 s on CPU
 
 
-def _train(model: Transformer, next_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor, int]], steps: int,
+def _train(model: Transformer, next_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor, tuple[int, int]]],
+           steps: int,
            lr: float, r: Recipe, device: torch.device, name: str,
            callback: Optional[Callable[[Progress], None]]) -> Run:
-    """The shared loop: next_batch(step) -> (tokens, targets, extra), cross-entropy over scored targets."""
+    """The shared loop: next_batch(step) -> (tokens, targets, (windows with a repeated passage, windows with
+    repeated random tokens)), cross-entropy over scored targets."""
     model.to(device).train()
     optimizer = _optimizer(model, lr, r.weight_decay)
     run = Run(model, 0, 0, 0.0)
@@ -96,7 +99,8 @@ def _train(model: Transformer, next_batch: Callable[[int], tuple[torch.Tensor, t
         nn.utils.clip_grad_norm_(model.parameters(), r.grad_clip)
         optimizer.step()
         run.steps, run.tokens = step + 1, run.tokens + tokens.numel()
-        run.repeated_windows += extra
+        run.repeated_windows += extra[0]
+        run.random_windows += extra[1]
         run.losses.append(float(loss.detach()))
         if callback is not None and ((step + 1) % 25 == 0 or step + 1 == steps):
             callback(Progress(name, step + 1, steps, run.losses[-1], time.perf_counter() - start))
@@ -110,13 +114,16 @@ def _train(model: Transformer, next_batch: Callable[[int], tuple[torch.Tensor, t
 
 def train_decoder(config: TransformerConfig, text: torch.Tensor, r: Recipe, device: torch.device,
                   callback: Optional[Callable[[Progress], None]] = None) -> Run:
-    """The causal LM on packed windows of the training stream (some with a repeated passage)."""
+    """The causal LM on packed windows of the training stream (some with a repeated passage, some with
+    repeated random tokens drawn from the ordinary, non-special ids)."""
     model = fresh_model(config, r, DECODER)
     draws = generator(r.seed, DATA_STREAM, DECODER)
+    random_ids = (len(tokenizer.SPECIALS), config.vocab_size)
 
     def next_batch(step: int):
-        b = data.decoder_batch(text, r.decoder_batch, r.decoder_context, draws, r.repeat_share, r.repeat_span)
-        return b.tokens, b.targets, b.repeated
+        b = data.decoder_batch(text, r.decoder_batch, r.decoder_context, draws, r.repeat_share, r.repeat_span,
+                               r.random_share, r.random_span, random_ids)
+        return b.tokens, b.targets, (b.repeated, b.random_repeats)
 
     return _train(model, next_batch, r.decoder_steps, r.decoder_lr, r, device, "decoder", callback)
 
@@ -129,7 +136,7 @@ def train_encoder(config: TransformerConfig, text: torch.Tensor, ids: data.MaskI
 
     def next_batch(step: int):
         b = data.encoder_batch(text, r.encoder_batch, r.encoder_context, draws, ids, r.short_share, r.short_range)
-        return b.tokens, b.targets, 0
+        return b.tokens, b.targets, (0, 0)
 
     return _train(model, next_batch, r.encoder_steps, r.encoder_lr, r, device, "encoder", callback)
 

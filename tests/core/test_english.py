@@ -257,3 +257,43 @@ def test_repeated_passages_and_masking(one_thread):
     assert (e.tokens[:, 0] == 2).all() and (e.tokens[:, -1] == 3).all() and not chosen[:, [0, -1]].any()
     assert 0.1 < chosen.float().mean() < 0.2
     assert 0.7 < (e.tokens[chosen] == 4).float().mean() < 0.9
+
+
+def test_random_stretches_are_said_at_least_twice_from_ordinary_ids(one_thread):
+    text = torch.arange(5, 5 + 400)  # every token distinct: a repeat is the only way a token recurs
+    g = torch.Generator().manual_seed(1)
+    b = data.decoder_batch(text, 32, 64, g, random_share=1.0, random_span=(4, 8), random_ids=(1000, 1100))
+    assert b.random_repeats == 32 and b.repeated == 0
+    for row in torch.cat([b.tokens, b.targets[:, -1:]], dim=1).tolist():
+        drawn = [i for i, t in enumerate(row) if t >= 1000]
+        assert all(1000 <= row[i] < 1100 for i in drawn) and min(row) >= 5
+        first, last = drawn[0], drawn[-1] + 1
+        stretch = row[first:last]  # one run of random tokens, contiguous
+        assert drawn == list(range(first, last))
+        period = next(p for p in range(4, 9) if stretch[p:] == stretch[:-p])  # it repeats with its period
+        assert 2 * period <= len(stretch) <= 65
+    none = data.decoder_batch(text, 32, 64, torch.Generator().manual_seed(1), random_share=0.0,
+                              random_ids=(1000, 1100))
+    assert none.random_repeats == 0 and int(none.tokens.max()) < 405
+    with pytest.raises(ValueError, match="at least 2 token ids"):
+        data.decoder_batch(text, 2, 64, g, random_share=0.5, random_ids=(7, 8))
+
+
+def test_a_decoder_only_build_keeps_the_encoder_and_refuses_another_tokenizer(built, tmp_path):
+    root, _ = built
+    text = root / "corpus.txt"
+    out = tmp_path / "out"
+    pipeline.build(recipe.QUICK, text, out, torch.device("cpu"))
+    encoder = out / pipeline.ENCODER_NAME
+    before = {f.name: f.read_bytes() for f in encoder.iterdir()}
+    other = replace(recipe.QUICK, seed=5, random_share=0.5)
+    result = pipeline.build(other, text, out, torch.device("cpu"), decoder_only=True)
+    assert result["models"]["encoder"] is None
+    assert {f.name: f.read_bytes() for f in encoder.iterdir()} == before  # the encoder untouched
+    manifest = json.loads((out / pipeline.DECODER_NAME / "glassbox.json").read_text())
+    assert manifest["recipe"]["seed"] == 5 and manifest["training"]["random_windows"] > 0
+    assert "said" in (out / "README.md").read_text()
+    with pytest.raises(ValueError, match="differs"):  # another vocabulary size: another tokenizer
+        pipeline.build(replace(recipe.QUICK, vocab_size=300), text, out, torch.device("cpu"), decoder_only=True)
+    with pytest.raises(ValueError, match="cannot be read"):
+        pipeline.build(recipe.QUICK, text, tmp_path / "empty", torch.device("cpu"), decoder_only=True)
