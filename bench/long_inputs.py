@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 ENGLISH_DECODER = ROOT / "assets" / "models" / "english" / "english-decoder"
 SHAPE = dict(n_embd=128, n_layer=4, n_head=4, n_positions=1024, vocab_size=4096)
-PAGES = ("home", "attention", "heads", "heads:qk", "heads:ablation", "masks", "positions", "depth", "retrieval", "cost",
+PAGES = ("home", "attention", "attention:grid", "heads", "heads:qk", "heads:ablation", "masks", "positions", "depth", "retrieval", "cost",
          "generation", "train", "lessons")  # page[:tab]: the Heads page's Q & K and Ablation tabs read the input
 WARM_TOKENS = 16  # the short input each page is opened with first (the server's warm state)
 TIMEOUT = 900
@@ -132,6 +132,7 @@ def memo_bytes() -> int:
 CLICKS: dict[str, Optional[tuple[str, Callable]]] = {
     "home": None,
     "attention": ("attention.head", lambda n: 1),
+    "attention:grid": ("attention.temp", lambda n: 0.5),  # the same view; a temperature runs the model again
     "heads": ("heads.head", lambda n: 1),
     "heads:qk": ("heads.head", lambda n: 1),
     "heads:ablation": ("heads.ablate", lambda n: ["L0 H1"]),  # remove head 1 of layer 0 (as the option reads)

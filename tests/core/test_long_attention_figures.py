@@ -50,6 +50,33 @@ def test_pool_takes_the_max_and_the_mean_of_every_block(n_q, n_k, block):
         np.testing.assert_array_equal(big[:, i, j], largest)  # the sign is kept
 
 
+def padded_max(x: np.ndarray, block: tuple) -> np.ndarray:
+    """Max pooling written the plain way: pad the edges with -inf, then take each block's largest value."""
+    bq, bk = block
+    *lead, n_q, n_k = x.shape
+    cq, ck = math.ceil(n_q / bq), math.ceil(n_k / bk)
+    grid = np.full((*lead, cq * bq, ck * bk), -np.inf, dtype=x.dtype)
+    grid[..., :n_q, :n_k] = x
+    return grid.reshape(*lead, cq, bq, ck, bk).max(axis=(-3, -1))
+
+
+@pytest.mark.parametrize("shape, block, dtype", [
+    ((4, 1024, 1024), (4, 4), np.float32), ((1023, 1000), (4, 3), np.float32), ((2, 3, 37, 41), (5, 7), np.float64),
+    ((3, 2, 9), (1, 4), np.float32), ((6, 6), (6, 6), np.float32), ((2, 9, 9), (3, 3), np.float16),
+    ((3, 5), (4, 2), np.float32)])  # a block taller than the input: the plain path
+def test_max_pooling_is_every_blocks_largest_value(shape, block, dtype):
+    """Every cell, not a sample: the kernel that pools long patterns (torch's) gives what the definition gives,
+    NaN included (a NaN in a block is that block's value), on read-only arrays (a memo's) too."""
+    x = np.random.default_rng(2).normal(size=shape).astype(dtype)
+    x[..., 0, 0] = np.nan
+    expected = padded_max(x, block)
+    got = pool(x, block)
+    assert got.dtype == x.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    x.setflags(write=False)
+    np.testing.assert_array_equal(pool(x, block), expected)
+
+
 def test_pool_is_exact_at_short_lengths():
     x = rows(30, 30, (4,))
     assert pool_block(30) == 1 and pool(x, (1, 1)) is x  # the toy models' patterns are drawn as they are
