@@ -204,15 +204,18 @@ def tall_screenshot(page, name: str, last: str | None = None) -> Path:
     return path
 
 
-_NTH_PLOT = ("(i) => { const c = document.querySelectorAll(\"[data-testid='stPlotlyChart']\")[i];"
+_NTH_PLOT = ("(i) => { if (typeof i === 'string') return document.querySelector('.st-key-' + i + ' .js-plotly-plot');"
+             " const c = document.querySelectorAll(\"[data-testid='stPlotlyChart']\")[i];"
              " return c ? c.querySelector('.js-plotly-plot') : null; }")
 
 
-def plotly_data(page, index: int = 0, timeout: float = 60_000):
-    """The `data` of the index-th plotly chart on the page, in page order (as the browser holds it).
+def plotly_data(page, index: int | str = 0, timeout: float = 60_000):
+    """The `data` of the index-th plotly chart on the page, in page order (as the browser holds it), or of the
+    chart whose Streamlit key gives the class `st-key-<index>` when `index` is a string.
 
-    Charts are counted by their Streamlit element, drawn or not, and this waits for that one to be
-    drawn: plotly draws charts in no fixed order, so the n-th drawn plot need not be the n-th chart.
+    A chart's element appears only once its plot is mounted, and plots mount in no fixed order, even after the
+    run is over (CI once found the Heads page's second chart first): while the page is still drawing, or
+    while a rerun redraws it, the n-th chart need not be the one meant. A key names one chart for sure.
     """
     page.wait_for_function(
         f"(i) => {{ const g = ({_NTH_PLOT})(i); return !!(g && g.data && g.data.length); }}",
@@ -244,6 +247,20 @@ def drawn_heatmaps(page) -> list[tuple[str, object]]:
     return [(item["title"], np.asarray(decode_array(item["z"]), dtype=float)) for item in found]
 
 
+def wait_for_charts_to_settle(page, quiet_ms: int = 2_000, timeout_ms: int = 60_000) -> int:
+    """Wait until the number of drawn plotly charts has not changed for `quiet_ms` (plots mount in no fixed
+    order, some after the run is over); returns that number."""
+    count, still, step = -1, 0, 250
+    for _ in range(timeout_ms // step):
+        now = page.evaluate("() => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .js-plotly-plot\").length")
+        still = still + step if now == count else 0
+        count = now
+        if still >= quiet_ms:
+            return count
+        page.wait_for_timeout(step)
+    raise AssertionError(f"the page's charts kept changing for {timeout_ms / 1000:.0f} s")
+
+
 def wait_for_charts(page, count: int, timeout: float = 120_000) -> None:
     """Wait until at least `count` plotly charts are drawn (they can lag the script's last element)."""
     page.wait_for_function(
@@ -252,7 +269,7 @@ def wait_for_charts(page, count: int, timeout: float = 120_000) -> None:
     )
 
 
-def chart_z(page, index: int = 0):
+def chart_z(page, index: int | str = 0):
     """The z array of the index-th plotly chart as the browser holds it (base64 arrays decoded)."""
     import numpy as np
 
@@ -272,7 +289,7 @@ def chart_z(page, index: int = 0):
     return np.asarray(decode_array(data[0]["z"]), dtype=float)
 
 
-def wait_for_z_change(page, before, index: int = 0, timeout_ms: int = 90_000):
+def wait_for_z_change(page, before, index: int | str = 0, timeout_ms: int = 90_000):
     """Wait until chart `index` shows a different z than `before` (a rerun replaced the figure)."""
     import numpy as np
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from PIL import Image
 
-from tests.e2e.conftest import assert_no_exception, open_page, screenshot
+from tests.e2e.conftest import assert_no_exception, open_page, screenshot, wait_for_charts_to_settle
 
 pytestmark = pytest.mark.e2e
 CHART = "[data-testid='stPlotlyChart']"
@@ -58,6 +58,7 @@ def test_first_chart_saves_as_png_and_svg(export_page, server_url, tmp_path, nam
     open_page(page, server_url, timeout=180_000)  # the entry point first (navigation and page config)
     open_page(page, f"{server_url}/{name}?{query}", timeout=180_000, last=f"{CHART} .modebar .glassbox-svg")
     assert_no_exception(page)
+    wait_for_charts_to_settle(page)  # plots mount in no fixed order: CI once read the second chart as the first
     chart = page.locator(CHART).first
     width, height, stem = first_chart_size_and_name(page)
     assert stem.startswith(f"glassbox-{name}-" + (f"{model}-" if model else "")), stem

@@ -16,6 +16,8 @@ from tests.e2e.conftest import (assert_no_exception, chart_z, open_page, pick_op
 pytestmark = pytest.mark.e2e
 LAST = "text=Give the decoder the full mask"  # the last "try this" prompt on the page
 INPUT = "<bos> 3 8 5 2 7 4 1 6 odd"
+# The charts by their keys (st-key-<key>), not by their place: plots mount in no fixed order, even during a rerun.
+MASK_CHART, YOURS_CHART = "masks-all-grid", "masks-pattern_yours"
 
 
 
@@ -27,17 +29,17 @@ def test_masks_page_preset_changes_the_pattern(server_url, page):
     open_page(page, url, timeout=180_000, last=LAST)
     wait_for_charts(page, 3)
     assert_no_exception(page)
-    mask0, pattern0 = chart_z(page, 0), chart_z(page, 2)  # the drawn mask; chart 1 is the own-mask pattern, 2 yours
+    mask0, pattern0 = chart_z(page, MASK_CHART), chart_z(page, YOURS_CHART)  # the drawn mask, the pattern with yours
     assert mask0.shape == (10, 10) and mask0.all()
     assert np.allclose(pattern0.sum(axis=1), 1, atol=1e-3)
     tall_screenshot(page, "masks")
 
     pick_option(page, page.locator("[data-testid='stSelectbox']").filter(has_text="Start from"),
                 page.get_by_role("option", name="Causal: j ≤ i"))
-    pattern1 = wait_for_z_change(page, pattern0, 2)
+    pattern1 = wait_for_z_change(page, pattern0, YOURS_CHART)
     wait_for_run(page, last=LAST)
     assert np.all(np.triu(pattern1, 1) == 0)
-    np.testing.assert_array_equal(chart_z(page, 0), np.tril(np.ones((10, 10))))
+    np.testing.assert_array_equal(chart_z(page, MASK_CHART), np.tril(np.ones((10, 10))))
     assert "preset=causal" in page.url
     assert_no_exception(page)
     tall_screenshot(page, "masks_causal")
@@ -48,7 +50,7 @@ def test_masks_page_takes_a_one_token_input_from_a_link(server_url, page):
     open_page(page, f"{server_url}/masks?model=induction-rope&input={quote('<bos>')}", timeout=180_000, last=LAST)
     wait_for_charts(page, 3)
     assert_no_exception(page)
-    assert chart_z(page, 0).shape == (1, 1)
+    assert chart_z(page, MASK_CHART).shape == (1, 1)
     assert page.get_by_text("receptive field of query token: 0 (the only value here)").count() == 1
     tall_screenshot(page, "masks_one_token")
 
@@ -61,7 +63,7 @@ def test_a_cell_ticked_off_in_the_editor_reaches_every_part_that_reads_the_mask(
               last=LAST)
     wait_for_charts(page, 3)
     wait_for_run(page, last=LAST)
-    mask0 = chart_z(page, 0)
+    mask0 = chart_z(page, MASK_CHART)
     grid = page.locator("[data-testid='stDataFrame']").first  # the cell editor: the page's first table
     mask1 = mask0
     for _ in range(3):  # a click that lands while the page still moves under the pointer misses: click again
@@ -85,20 +87,20 @@ def test_a_cell_ticked_off_in_the_editor_reaches_every_part_that_reads_the_mask(
             continue
         for _ in range(360):
             wait_for_run(page, last=LAST)
-            mask1 = chart_z(page, 0)
+            mask1 = chart_z(page, MASK_CHART)
             if not np.array_equal(mask1, mask0):
                 break
             page.wait_for_timeout(250)
         break
     screenshot(page, "masks_cell_clicked")
     assert mask1[0, 0] == 0 and mask1.sum() == mask0.sum() - 1
-    layer0 = chart_z(page, 2)
+    layer0 = chart_z(page, YOURS_CHART)
     assert layer0[0, 0] == 0, "the pattern with your mask did not follow the edited cell"
     pick_option(page, page.locator("[data-testid='stSelectbox']").filter(has_text=re.compile(r"^Layer")),
                 page.get_by_role("option", name="1", exact=True))
-    wait_for_z_change(page, layer0, 2)
+    wait_for_z_change(page, layer0, YOURS_CHART)
     wait_for_run(page, last=LAST)
-    pattern1 = chart_z(page, 2)  # the chart once the run is over (a busy browser may show a chart mid-update)
+    pattern1 = chart_z(page, YOURS_CHART)  # the chart once the run is over (a busy browser may show a chart mid-update)
     assert pattern1[0, 0] == 0 and np.allclose(pattern1.sum(axis=1), 1, atol=1e-3)
     assert "layer=1" in page.url
     assert_no_exception(page)
