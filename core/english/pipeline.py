@@ -101,6 +101,16 @@ def _common(p: Prepared, r: recipe.Recipe, full: recipe.Recipe) -> dict:
                          "python": platform.python_version()}}
 
 
+def _random_record(r: recipe.Recipe, run: training.Run) -> dict:
+    """The manifest's words on windows of random tokens said over and over: only when the recipe has them."""
+    if not r.random_share:
+        return {}
+    return {"random_share": r.random_share, "random_span": list(r.random_span), "random_windows": run.random_windows,
+            "random_note": f"{r.random_share:.0%} of the training windows carry {r.random_span[0]}-{r.random_span[1]} "
+                           f"random tokens said over and over (twice to a whole window), which only an induction "
+                           f"head (reading a previous-token head) predicts"}
+
+
 def build_decoder(p: Prepared, r: recipe.Recipe, full: recipe.Recipe, out: Path, device: torch.device,
                   log: Log, progress) -> tuple[dict, Transformer]:
     """Train, score, export and check the decoder; returns its manifest and the trained model (float32)."""
@@ -121,11 +131,7 @@ def build_decoder(p: Prepared, r: recipe.Recipe, full: recipe.Recipe, out: Path,
                     "repeat_note": f"{r.repeat_share:.0%} of the training windows carry a passage of "
                                    f"{r.repeat_span[0]}-{r.repeat_span[1]} tokens copied to a later place in the "
                                    f"same window (so that induction heads form within the CPU budget)",
-                    "random_share": r.random_share, "random_span": list(r.random_span),
-                    "random_windows": run.random_windows,
-                    "random_note": f"{r.random_share:.0%} of the training windows carry {r.random_span[0]}-"
-                                   f"{r.random_span[1]} random tokens said over and over (twice to a whole window), which only an "
-                                   f"induction head (reading a previous-token head) predicts"})}
+                    **_random_record(r, run)})}
     export.save_folder(run.model, folder, export.gpt2_config(run.model, eot), manifest)
     tokenizer.save(p.tok, folder, "gpt2", r.decoder_context)
     loaded, tok = load_pretrained(folder, device=device)

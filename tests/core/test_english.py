@@ -285,6 +285,8 @@ def test_a_decoder_only_build_keeps_the_encoder_and_refuses_another_tokenizer(bu
     out = tmp_path / "out"
     pipeline.build(recipe.QUICK, text, out, torch.device("cpu"))
     encoder = out / pipeline.ENCODER_NAME
+    first = json.loads((out / pipeline.DECODER_NAME / "glassbox.json").read_text())
+    assert "random_windows" not in first["training"]  # a recipe without random windows says nothing of them
     before = {f.name: f.read_bytes() for f in encoder.iterdir()}
     other = replace(recipe.QUICK, seed=5, random_share=0.5)
     result = pipeline.build(other, text, out, torch.device("cpu"), decoder_only=True)
