@@ -86,14 +86,19 @@ def test_a_tab_left_open_is_trimmed_around_and_closing_it_later_lets_go(monkeypa
     assert not trimmer.check() and len(events) == n  # done for this quiet spell: not even asked
 
 
-def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep():
+def test_the_memory_line_names_the_resident_memory_and_what_the_memos_keep(monkeypatch):
     from ui.shell import memo
+
+    def every_object(*args, **kwargs):
+        raise AssertionError("gc.get_objects() in a threaded server breaks tuples being built (CPython gh-107137)")
+
+    monkeypatch.setattr(allocator.gc, "get_objects", every_object)
 
     kept = memo.memo(maxsize=4)(lambda n: np.zeros(n))
     kept(1000)
     line = allocator.memory_line()
     assert re.search(r"RSS \d+ MB", line) or allocator.rss_mb() is None
-    assert re.search(r"memos keep \d+ results", line) and "objects tracked" in line
+    assert re.search(r"memos keep \d+ results", line) and re.search(r"\d+ blocks allocated", line)
     if platform.libc_ver()[0] == "glibc":  # glibc's own count: live blocks vs free space kept in its heaps
         assert re.search(r"malloc \d+ MB in use, \d+ MB free in its heaps, \d+ MB mapped", line), line
         heap = allocator.malloc_mb()

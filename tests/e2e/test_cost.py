@@ -13,11 +13,12 @@ from tests.e2e.conftest import (assert_no_exception, open_page, plotly_data, tal
 
 pytestmark = pytest.mark.e2e
 LAST = "text=this is why long-context models use chunked"  # the last "try this" prompt on the page
+TIME_CHART = "cost-chart-time"  # by its key (st-key-<key>): plots mount in no fixed order
 
 
 def crossover_x(page) -> float:
-    """The x of the predicted-crossover line in the time chart (the first chart)."""
-    for t in plotly_data(page, 0):
+    """The x of the predicted-crossover line in the time chart."""
+    for t in plotly_data(page, TIME_CHART):
         if str(t.get("name", "")).startswith("predicted crossover"):
             return float(np.asarray(decode_array(t["x"]), dtype=float)[0])
     raise AssertionError("no predicted crossover line")
@@ -30,7 +31,7 @@ def test_cost_page_measures_and_the_width_moves_the_crossover(server_url, page):
     wait_for_charts(page, 4)
     assert_no_exception(page)
     assert crossover_x(page) == 128  # the default width
-    names = [t["name"] for t in plotly_data(page, 0)]
+    names = [t["name"] for t in plotly_data(page, TIME_CHART)]
     assert any(n.startswith("chunked: slope") for n in names)
     tall_screenshot(page, "cost")
 

@@ -61,7 +61,7 @@ def test_a_typed_sentence_is_tokenised_and_labels_the_heatmap(folder_server, pag
     assert_no_exception(page)
     assert "unknown token" not in page.locator("[data-testid='stSidebar']").inner_text()
     labels = set()
-    for trace in plotly_data(page, 0):
+    for trace in plotly_data(page, "attention-fig_grid"):  # by its key: plots mount in no fixed order
         for axis in ("x", "y"):
             labels |= {str(v) for v in (trace.get(axis) or [])}
     text = " ".join(labels)

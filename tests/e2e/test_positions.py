@@ -36,14 +36,14 @@ def test_positions_page_in_a_browser(server_url, page):
     assert_no_exception(page)
     page.wait_for_function(f"() => document.querySelectorAll(\"{CHARTS}\").length >= 15", timeout=60_000)
 
-    z0 = chart_z(page, 0)
+    z0 = chart_z(page, "positions-fig_table")  # by its key: plots mount in no fixed order
     np.testing.assert_allclose(z0, P.sinusoidal_table(64, 64, 10000), atol=1e-5)
 
     # One step left on the base slider: 10,000 -> 5,000, and the table follows.
     slider = page.locator("[data-testid='stSlider'] input[type='range'][aria-label='Base b']")
     slider.focus()
     slider.press("ArrowLeft")
-    z1 = wait_for_z_change(page, z0)
+    z1 = wait_for_z_change(page, z0, "positions-fig_table")
     np.testing.assert_allclose(z1, P.sinusoidal_table(64, 64, 5000), atol=1e-5)
     assert parse_qs(urlparse(page.url).query)["base"] == ["5000"]
 

@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.conftest import (assert_no_exception, open_page, plotly_data, screenshot, tall_screenshot,
                                 wait_for_charts, wait_for_run)
@@ -19,7 +20,7 @@ LAST = "text=Shrink B below 1"  # the last "try this" prompt on the page
 def kernel_curve(page) -> np.ndarray:
     from tests.app.conftest import decode_array
 
-    return np.asarray(decode_array(plotly_data(page, 0)[0]["y"]), dtype=float)
+    return np.asarray(decode_array(plotly_data(page, "retrieval-kernel")[0]["y"]), dtype=float)
 
 
 def test_retrieval_page_draws_and_the_query_slider_moves_the_kernel(server_url, page):
@@ -47,10 +48,11 @@ def test_retrieval_page_draws_and_the_query_slider_moves_the_kernel(server_url, 
 
 
 def estimate_points(page) -> list:
-    """The y of the estimate chart's first trace (the points of the table) as the browser holds it."""
+    """The y of the estimate chart's first trace (the points of the table) as the browser holds it, read by the
+    chart's key: plots mount in no fixed order, and CI once read another chart here as this one."""
     from tests.app.conftest import decode_array
 
-    return [float(v) for v in decode_array(plotly_data(page, 1)[0]["y"])]
+    return [float(v) for v in decode_array(plotly_data(page, "retrieval-estimate")[0]["y"])]
 
 
 def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_url, page):
@@ -64,13 +66,17 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
     grid.wait_for(state="visible", timeout=30_000)
     page.wait_for_timeout(1000)  # let the expander finish opening before reading where the grid is
     after = before
-    for _ in range(3):  # a key press can reach the grid before its cell editor is open: try again
+    for _ in range(3):  # a double click can land before the grid is ready for it: try again
         grid.scroll_into_view_if_needed()
         box = grid.bounding_box()
         page.mouse.dblclick(box["x"] + box["width"] * 0.75, box["y"] + 35 + 17)  # open row 0 of column y
-        page.wait_for_timeout(500)  # the cell's editor opens with its value selected
-        page.keyboard.type("9")
-        page.keyboard.press("Enter")
+        editor = page.locator(".gdg-input")  # the cell's editor, in the page's overlay portal
+        try:
+            editor.wait_for(state="visible", timeout=10_000)
+        except PlaywrightTimeout:
+            continue
+        editor.fill("9")
+        editor.press("Enter")
         for _ in range(40):
             wait_for_run(page, last=LAST)
             after = estimate_points(page)
@@ -79,7 +85,7 @@ def test_editing_the_points_table_inside_its_panel_redraws_the_estimate(server_u
             page.wait_for_timeout(250)
         if after != before:
             break
-    page.locator("[data-testid='stPlotlyChart']").nth(1).scroll_into_view_if_needed()
+    page.locator(".st-key-retrieval-estimate").scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     screenshot(page, "retrieval-points-edited")
     assert after != before, "the estimate did not follow the edited table"

@@ -23,9 +23,9 @@ TRAIN_TIMEOUT_MS = 300_000  # 300 steps take ~20 s on an idle 2-core machine; al
 
 
 def _loss_trace(page) -> dict:
-    """The 'loss (each step)' trace of the training curves, the second chart (the first is the learning-rate
-    schedule the settings draw)."""
-    data = plotly_data(page, 1)
+    """The 'loss (each step)' trace of the training curves, read by the chart's key (the learning-rate
+    schedule the settings draw is on the page too, and plots mount in no fixed order)."""
+    data = plotly_data(page, "train-curves")
     assert data, "no training curves on the page"
     traces = {t.get("name"): t for t in data}
     assert "loss (each step)" in traces, list(traces)
