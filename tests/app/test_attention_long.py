@@ -152,6 +152,7 @@ def test_a_summary_is_exact_when_short_and_light_when_long(long_model):
     of every hook (the summary holds about 2 bytes a cell of the kept layers, nothing per other hook)."""
     import torch
 
+    from core.analysis import attention as A
     from core.analysis.attention import DECODER_SELF, pattern_names
     from ui.attention import runs as R
     from ui.shell import models
@@ -165,6 +166,7 @@ def test_a_summary_is_exact_when_short_and_light_when_long(long_model):
     assert short.block == (1, 1) and short.patterns.dtype == np.float32
     np.testing.assert_array_equal(short.overview, exact)
     np.testing.assert_array_equal(short.patterns, exact)
+    np.testing.assert_allclose(short.entropy, A.row_entropy(exact), rtol=1e-5, atol=1e-6)  # [layer head q], bits
     model, _ = models.get_model(MODEL)
     long_ids = tuple(int(i) for i in torch.randint(0, 300, (N,), generator=torch.Generator().manual_seed(0)))
     keep = R.kept_layers(2, 4, N, N, 0)

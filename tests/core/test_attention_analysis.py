@@ -188,6 +188,25 @@ def test_predictions_and_accuracy():
     assert rows[0]["p(predicted)"] == pytest.approx(np.exp(5) / (np.exp(5) + 2))
 
 
+@pytest.mark.parametrize("scale", [1.0, 40.0])  # spread logits, and ones with a near-certain answer
+def test_top_predictions_agree_with_the_float64_softmax(scale):
+    """The page's fast path (largest logit, float32 terms summed in float64) gives the ids of `predictions`'
+    float64 softmax exactly and its probabilities to 1e-6, over more positions than one chunk holds, with a tie."""
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(1, A.PREDICTION_ROWS + 37, 8000, generator=gen) * scale  # [1 pos vocab]
+    logits[0, 5, [10, 20]] = logits[0, 5].max() + 1.0  # two equal largest logits: the first is the top id
+    targets = [int(t) for t in torch.randint(0, 8000, (logits.shape[1],), generator=gen)]
+    targets[7] = -100
+    ids, top, right = A.top_predictions(logits, targets)
+    rows = {r["position"]: r for r in A.predictions(logits.numpy(), targets)}
+    assert ids[5] == 10
+    for p, r in rows.items():
+        assert ids[p] == r["predicted"]
+        assert top[p] == pytest.approx(r["p(predicted)"], rel=1e-6)
+        assert right[p] == pytest.approx(r["p(right)"], rel=1e-5, abs=1e-12)
+    assert 7 not in rows and np.isnan(right[7]) and np.isfinite(top).all()
+
+
 def test_difference_same_and_different_shapes():
     a, b = np.eye(3), np.full((3, 3), 1 / 3)
     d, note = A.difference(a, b)

@@ -185,6 +185,29 @@ def test_fast_path_equals_explicit_path(arch):
         assert torch.allclose(model(x, mask=m), model(x, mask=m, attn_impl="explicit"), atol=1e-5)
 
 
+def test_the_mask_goes_into_the_scores_only_where_no_one_holds_them():
+    """The explicit path writes the mask into the scores in place when no hook or cache sees them: the pattern is
+    the same either way, and scores a hook kept, or a cache copied, stay unmasked (finite everywhere)."""
+    from core.model import hidden_keys
+
+    model = make("decoder")
+    x = tokens()
+    _, only_patterns = model.run_with_cache(x, names="*hook_pattern")  # the scores unseen: masked in place
+    kept = []
+    _, both = model.run_with_cache(x, names=["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"],
+                                   fwd=[("blocks.0.attn.hook_attn_scores", lambda t, hook: kept.append(t))])
+    for i in range(2):
+        name = f"blocks.{i}.attn.hook_pattern"
+        torch.testing.assert_close(only_patterns[name], both[name], rtol=0, atol=0)
+    assert len(kept) == 1 and torch.isfinite(kept[0]).all()  # the tensor the hook saw was never masked
+    _, scores = model.run_with_cache(x, names="*hook_attn_scores")
+    assert all(torch.isfinite(t).all() for t in scores.values())
+    causal = masks.causal(9).expand(2, 4, 9, 9)  # [batch head q k], stride 0 on batch and heads
+    assert torch.equal(hidden_keys(causal), ~causal) and hidden_keys(causal).shape == (2, 4, 9, 9)
+    custom = torch.rand(2, 4, 9, 9, generator=torch.Generator().manual_seed(0)) > 0.5  # a mask of its own per head
+    assert torch.equal(hidden_keys(custom), ~custom)
+
+
 # -- per-call options ---------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ then let go; only the layers a click may open next are kept, and those as float1
 
 from __future__ import annotations
 
-import math
+from typing import Optional
 
 import numpy as np
 import torch
@@ -45,7 +45,6 @@ DOT_PAIRS = 4000  # random pairs in the q.k histogram: its measured spread is wi
 # nothing: 4 layers x 4 heads at 1,024 tokens in float16 are 32 MB), else the open layer alone.
 KEEP_BYTES = 64 * 2 ** 20
 SUMMARY_BYTES = 160 * 2 ** 20  # the summaries memo: about three long inputs' at once, whatever the class size
-LN2 = math.log(2.0)
 
 
 def kind_of(arch: str, key: str) -> A.AttentionKind:
@@ -81,6 +80,7 @@ def _summary(key: tuple, kind_key: str, temperature: float, keep: tuple, targets
     kind = kind_of(cfg.arch, kind_key)
     overview, entropy, kept = {}, {}, {}
     shape: dict[str, tuple[int, int]] = {}  # the pattern's (queries, keys) and the overview's block
+    scratch: dict[str, torch.Tensor] = {}  # temporaries of this run, reused layer after layer
 
     def reducer(layer: int):
         def reduce(pattern: torch.Tensor, hook) -> None:
@@ -90,8 +90,9 @@ def _summary(key: tuple, kind_key: str, temperature: float, keep: tuple, targets
             block = shape.setdefault("block", (pool_block(n_q, OVERVIEW_CELLS), pool_block(n_k, OVERVIEW_CELLS)))
             pooled = pool(p.numpy(), block)  # [head q/bq k/bk]; a copy either way (p is the model's live tensor)
             overview[layer] = np.array(pooled, dtype=np.float32 if block == (1, 1) else np.float16)
-            entropy[layer] = np.stack([(torch.special.entr(h).sum(-1, dtype=torch.float64) / LN2).numpy()
-                                       for h in p])  # [head q], a head at a time: entr's temporary is one head
+            if "entropy" not in scratch:
+                scratch["entropy"] = torch.empty(n_q, n_k)  # [q k]: one head's terms, reused by every head
+            entropy[layer] = np.stack([entropy_bits(h, scratch["entropy"]).numpy() for h in p])  # [head q]
             if layer in keep:
                 dtype = torch.float32 if n_q * n_k <= EXACT_CELLS else torch.float16
                 kept[layer] = p.to(dtype, copy=True).numpy()  # [head q k]
@@ -109,6 +110,15 @@ def _summary(key: tuple, kind_key: str, temperature: float, keep: tuple, targets
         layers=tuple(keep), patterns=np.stack([kept[i] for i in keep]),  # [kept head q k]
         top_ids=top_ids, top_probs=top_probs, target_probs=right)
     return freeze(result)
+
+
+def entropy_bits(pattern: torch.Tensor, scratch: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """-sum p log2 p of each row of a float32 pattern `[.. q k]`, with 0 log 0 = 0 (A.row_entropy's numbers to
+    about 1e-6 bits). A zero weight meets a finite logarithm (of the smallest float instead of 0), so no nan
+    needs masking. The terms go into `scratch` (of the pattern's shape) when given: a temporary reused head after
+    head is touched once, where a fresh one faults in its pages every time (large blocks are mapped anew)."""
+    terms = torch.clamp(pattern, min=torch.finfo(pattern.dtype).tiny, out=scratch)  # [.. q k]
+    return terms.log2_().mul_(pattern).sum(-1).neg_()  # [.. q]
 
 
 def per_query_head(out: dict, n_heads: int) -> dict:
