@@ -106,10 +106,16 @@ class RunState:
         """True when this call captures or changes the named activation."""
         return name in self.touched
 
+    def lets_go(self, name: str) -> bool:
+        """True when nothing keeps the named tensor past its hook point: no intervention of this call sees it, and a
+        capture copies it (the call keeps no live tensor for gradients). The model may then reuse its memory."""
+        return name not in self.fwd and not (self.keep_live and name in self.capture)
+
     def scratch(self, shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
-        """A tensor of `shape` (dtype and device of `like`) that this call reuses for its temporaries no hook sees,
-        such as the scores of each layer: reused, its pages are touched once per call, where a fresh tensor of a
-        1,024-token layer's scores faults in 16 MB or more each time (large blocks are mapped anew)."""
+        """A tensor of `shape` (dtype and device of `like`) that this call reuses for temporaries nothing keeps past
+        their hook (see lets_go), such as each layer's scores: reused, its pages are touched once per call, where a
+        fresh tensor of a 1,024-token layer's scores faults in 16 MB or more each time (large blocks are mapped
+        anew)."""
         key = (tuple(shape), like.dtype, like.device)
         if key not in self.buffers:
             self.buffers[key] = torch.empty(shape, dtype=like.dtype, device=like.device)

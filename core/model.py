@@ -267,17 +267,17 @@ class Attention(nn.Module):
                mask_kind: str, scale: float) -> torch.Tensor:
         """The explicit path: score, mask, softmax, weighted sum; q, k, v `[batch head pos d_head]`."""
         state = current_state()
-        unseen = state is None or not state.touches(self.hook_attn_scores.name)  # no one holds the scores
-        scores = self.score(q, k, scale, state if unseen else None)  # [batch head q k]
+        private = state is None or state.lets_go(self.hook_attn_scores.name)  # no one keeps the scores
+        scores = self.score(q, k, scale, state if private else None)  # [batch head q k]
         mask, mask_kind = self.mask_for(scores, mask, mask_kind)  # [batch head q k]
-        pattern = self.hook_pattern(masked_softmax(scores, mask, mask_kind, in_place=unseen))  # [batch head q k]
+        pattern = self.hook_pattern(masked_softmax(scores, mask, mask_kind, in_place=private))  # [batch head q k]
         return pattern @ v  # [batch head q d_head]
 
     def score(self, q: torch.Tensor, k: torch.Tensor, scale: float,
               reuse: Optional[RunState] = None) -> torch.Tensor:
         """scale * q.k for every query and key, before the mask (scaling q, not the bigger scores). With `reuse`
-        (a call in which no hook sees the scores) they are written into that call's scratch tensor, layer after
-        layer, where autograd does not need them."""
+        (a call in which nothing keeps the scores past their hook) they are written into that call's scratch
+        tensor, layer after layer, where autograd does not need them."""
         q, k_t = q * scale, k.transpose(-2, -1)
         if reuse is not None and not (torch.is_grad_enabled() and (q.requires_grad or k_t.requires_grad)):
             shape = torch.broadcast_shapes(q.shape[:-2], k_t.shape[:-2]) + (q.shape[-2], k_t.shape[-1])
@@ -321,7 +321,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, mask_kind: str,
 
     "full" hides nothing (a plain softmax); under "causal" every query sees at least itself; any
     other mask may leave a query with no key at all, and that query's row is zeros, never NaN.
-    `in_place` lets the mask be written into `scores` itself (when no hook or cache holds them): at
+    `in_place` lets the mask be written into `scores` itself (when nothing keeps them past their hook): at
     1,024 tokens that saves a fresh tensor as large as the scores in every layer.
     """
     if mask_kind == "full":

@@ -170,10 +170,12 @@ def top_predictions(logits: torch.Tensor, targets: Optional[Sequence[int]],
     n = scores.shape[0]
     top_ids, top_probs = np.zeros(n, dtype=np.int64), np.zeros(n)
     right = np.full(n, np.nan)
+    terms = torch.empty(min(n, PREDICTION_ROWS), scores.shape[-1], device=scores.device)  # [rows vocab], reused
     for start in range(0, n, PREDICTION_ROWS):
         rows = scores[start:start + PREDICTION_ROWS].float()  # [rows vocab]
         best, ids = rows.max(dim=-1)  # [rows] each: the first of equal largest logits, as argmax takes it
-        total = torch.exp(rows - best[:, None]).sum(dim=-1, dtype=torch.float64)  # [rows]: the denominator
+        chunk = torch.sub(rows, best[:, None], out=terms[:len(rows)]).exp_()  # [rows vocab]: exp(logit - largest)
+        total = chunk.sum(dim=-1, dtype=torch.float64)  # [rows]: the softmax's denominator
         top_ids[start:start + len(ids)], top_probs[start:start + len(ids)] = ids.numpy(), (1.0 / total).numpy()
         if targets is not None:
             for p in range(start, start + len(ids)):

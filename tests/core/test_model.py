@@ -186,8 +186,9 @@ def test_fast_path_equals_explicit_path(arch):
 
 
 def test_the_mask_goes_into_the_scores_only_where_no_one_holds_them():
-    """The explicit path writes the mask into the scores in place when no hook or cache sees them: the pattern is
-    the same either way, and scores a hook kept, or a cache copied, stay unmasked (finite everywhere)."""
+    """The explicit path writes the mask into the scores in place when nothing keeps them past their hook (no
+    intervention sees them; a cache copies them first): the pattern is the same either way, and scores a hook
+    kept, a cache copied or a gradient run kept live stay unmasked (finite everywhere)."""
     from core.model import hidden_keys
 
     model = make("decoder")
@@ -202,6 +203,9 @@ def test_the_mask_goes_into_the_scores_only_where_no_one_holds_them():
     assert len(kept) == 1 and torch.isfinite(kept[0]).all()  # the tensor the hook saw was never masked
     _, scores = model.run_with_cache(x, names="*hook_attn_scores")
     assert all(torch.isfinite(t).all() for t in scores.values())
+    _, graded = model.run_with_cache(x, names="*hook_attn_scores", grad_of=lambda logits: logits[0, -1, 0])
+    assert all(torch.isfinite(graded[f"blocks.{i}.attn.hook_attn_scores{end}"]).all() for i in range(2)
+               for end in ("", "_grad"))
     causal = masks.causal(9).expand(2, 4, 9, 9)  # [batch head q k], stride 0 on batch and heads
     assert torch.equal(hidden_keys(causal), ~causal) and hidden_keys(causal).shape == (2, 4, 9, 9)
     custom = torch.rand(2, 4, 9, 9, generator=torch.Generator().manual_seed(0)) > 0.5  # a mask of its own per head
