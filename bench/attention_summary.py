@@ -8,7 +8,7 @@ logits of 1,024 positions over 4,096 tokens, this times, interleaved, medians of
 - scores: q.k into a fresh tensor, against the call's reused scratch tensor (RunState.scratch);
 - mask: masked_fill into a new tensor with the mask inverted at every head, against masked_fill_ into the scores
   with the mask inverted once (core.model.masked_softmax, hidden_keys);
-- entropy: torch.special.entr summed in float64, against entropy_bits' log2 into a reused temporary;
+- entropy: torch.special.entr summed in float64, against A.entropy_bits' log2 into a reused temporary;
 - pooling: torch's max_pool2d, against heatmaps.pool's one axis at a time over strided views;
 - predictions: a float64 softmax of 128 positions at a time, against top_predictions.
 
@@ -56,7 +56,6 @@ def main() -> None:
     from core.figures.heatmaps import pool
     from core.hooks import RunState
     from core.model import hidden_keys
-    from ui.attention.runs import entropy_bits
 
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(1, HEADS, N, D_HEAD, generator=gen)  # [batch head q d_head]
@@ -84,7 +83,7 @@ def main() -> None:
         return np.stack([(torch.special.entr(h).sum(-1, dtype=torch.float64) / np.log(2)).numpy() for h in pattern])
 
     def entropy_now():
-        return np.stack([entropy_bits(h, scratch).numpy() for h in pattern])
+        return np.stack([A.entropy_bits(h, scratch).numpy() for h in pattern])
 
     def pool_before():
         return torch.nn.functional.max_pool2d(pattern, (4, 4), ceil_mode=True).numpy()

@@ -326,12 +326,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, mask_kind: str,
     """
     if mask_kind == "full":
         return torch.softmax(scores, dim=-1)  # [batch head q k]
-    hidden = hidden_keys(mask)  # [batch head q k]
-    if in_place:
-        masked = scores.masked_fill_(hidden, float("-inf"))
-    else:
-        masked = scores.masked_fill(hidden, float("-inf"))
-    pattern = torch.softmax(masked, dim=-1)  # [batch head q k]
+    fill = scores.masked_fill_ if in_place else scores.masked_fill
+    pattern = torch.softmax(fill(hidden_keys(mask), float("-inf")), dim=-1)  # [batch head q k]
     if mask_kind != "causal":
         empty = ~mask.any(dim=-1, keepdim=True)  # [batch head q 1]: queries that may see nothing
         if bool(empty.any()):

@@ -415,6 +415,16 @@ def row_entropy(pattern: np.ndarray) -> np.ndarray:
     return -(p * logs).sum(axis=-1)  # [... q]
 
 
+def entropy_bits(pattern: torch.Tensor, scratch: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """row_entropy in torch for a float32 pattern `[.. q k]` on the hot path (a temperature change at 1,024
+    tokens): the same numbers to about 1e-6 bits. A zero weight meets the logarithm of the smallest float, not of
+    0, so no nan needs masking. With the reused temporary, about five times faster than torch.special.entr
+    summed in float64 (bench/attention_summary.py). The terms go into `scratch` (the pattern's shape) when given: reused head after head, its pages are touched once, where a
+    fresh tensor of a megabyte or more faults them in every time."""
+    terms = torch.clamp(pattern, min=torch.finfo(pattern.dtype).tiny, out=scratch)  # [.. q k]
+    return terms.log2_().mul_(pattern).sum(-1).neg_()  # [.. q]
+
+
 def max_entropy(allowed: np.ndarray) -> np.ndarray:
     """The largest possible entropy of each row: log2 of how many keys it may see (uniform weights)."""
     counts = np.asarray(allowed, dtype=bool).sum(axis=-1)

@@ -122,9 +122,8 @@ def pool(values: np.ndarray, block: tuple[int, int], how: str = "max") -> np.nda
 def _max_pool(values: np.ndarray, bq: int, bk: int) -> np.ndarray:
     """pool(..., "max") in torch, one axis at a time: each row's blocks of bk keys, then each column's blocks of
     bq queries, over strided views of the whole blocks (no copy) plus the partial block at an edge. The same
-    numbers as the definition (NaN included), about four times faster than torch's max_pool2d and fifteen
-    times faster than numpy's strided reduction on a 4 x 1,024 x 1,024 layer of patterns, the work of every
-    temperature change at long inputs."""
+    numbers as the definition (NaN included), about twice as fast as torch's max_pool2d on a 4 x 1,024 x 1,024
+    layer of patterns (bench/attention_summary.py), the work of every temperature change at long inputs."""
     if not values.flags.writeable:  # a frozen memo's array: torch wants memory it may write
         values = values.copy()
     grid = torch.from_numpy(values)  # [.. q k]; shares the array's memory and only reads it

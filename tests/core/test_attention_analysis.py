@@ -237,3 +237,21 @@ def test_export_csv_and_npz_round_trip():
     assert str(data["model"]) == "m"
     with pytest.raises(ValueError):
         A.export_csv(pat, q[:2], k)
+
+
+def test_entropy_bits_is_row_entropy_with_or_without_a_scratch_tensor():
+    """The hot path's torch entropy gives row_entropy's bits, zero weights (0 log 0 = 0) and one-hot rows included,
+    and leaves the pattern as it was when its terms go into a reused temporary."""
+    gen = torch.Generator().manual_seed(4)
+    pattern = torch.softmax(torch.randn(3, 50, 50, generator=gen) * 4, dim=-1)  # [head q k]
+    pattern = pattern.masked_fill(~torch.ones(50, 50, dtype=torch.bool).tril(), 0.0)
+    pattern = pattern / pattern.sum(-1, keepdim=True)  # causal rows: exact zeros to the right
+    pattern[0, 7] = 0.0
+    pattern[0, 7, 3] = 1.0  # one key takes everything: 0 bits
+    before = pattern.clone()
+    expected = A.row_entropy(pattern.numpy())  # [head q]
+    scratch = torch.empty(50, 50)
+    got = np.stack([A.entropy_bits(h, scratch).numpy() for h in pattern])
+    np.testing.assert_allclose(A.entropy_bits(pattern).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert got[0, 7] == 0.0 and got[:, 0].max() == 0.0 and torch.equal(pattern, before)

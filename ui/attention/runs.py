@@ -9,13 +9,12 @@ then let go; only the layers a click may open next are kept, and those as float1
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
 from core.analysis import attention as A
 from core.figures import attention as F
+from core.hooks import current_state
 from core.figures.heatmaps import EXACT_CELLS, OVERVIEW_CELLS, overview_heatmap, pool, pool_block
 from ui.shell import runs
 from ui.shell.figures import cached
@@ -80,19 +79,17 @@ def _summary(key: tuple, kind_key: str, temperature: float, keep: tuple, targets
     kind = kind_of(cfg.arch, kind_key)
     overview, entropy, kept = {}, {}, {}
     shape: dict[str, tuple[int, int]] = {}  # the pattern's (queries, keys) and the overview's block
-    scratch: dict[str, torch.Tensor] = {}  # temporaries of this run, reused layer after layer
 
     def reducer(layer: int):
         def reduce(pattern: torch.Tensor, hook) -> None:
-            p = pattern[0].detach().float()  # [head q k]
+            p = pattern[0].detach().float().cpu()  # [head q k]
             n_q, n_k = p.shape[-2:]
             shape["dims"] = (n_q, n_k)
             block = shape.setdefault("block", (pool_block(n_q, OVERVIEW_CELLS), pool_block(n_k, OVERVIEW_CELLS)))
             pooled = pool(p.numpy(), block)  # [head q/bq k/bk]; a copy either way (p is the model's live tensor)
             overview[layer] = np.array(pooled, dtype=np.float32 if block == (1, 1) else np.float16)
-            if "entropy" not in scratch:
-                scratch["entropy"] = torch.empty(n_q, n_k)  # [q k]: one head's terms, reused by every head
-            entropy[layer] = np.stack([entropy_bits(h, scratch["entropy"]).numpy() for h in p])  # [head q]
+            terms = current_state().scratch((n_q, n_k), p)  # [q k]: the run's own, reused head after head
+            entropy[layer] = np.stack([A.entropy_bits(h, terms).numpy() for h in p])  # [head q]
             if layer in keep:
                 dtype = torch.float32 if n_q * n_k <= EXACT_CELLS else torch.float16
                 kept[layer] = p.to(dtype, copy=True).numpy()  # [head q k]
@@ -110,15 +107,6 @@ def _summary(key: tuple, kind_key: str, temperature: float, keep: tuple, targets
         layers=tuple(keep), patterns=np.stack([kept[i] for i in keep]),  # [kept head q k]
         top_ids=top_ids, top_probs=top_probs, target_probs=right)
     return freeze(result)
-
-
-def entropy_bits(pattern: torch.Tensor, scratch: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """-sum p log2 p of each row of a float32 pattern `[.. q k]`, with 0 log 0 = 0 (A.row_entropy's numbers to
-    about 1e-6 bits). A zero weight meets a finite logarithm (of the smallest float instead of 0), so no nan
-    needs masking. The terms go into `scratch` (of the pattern's shape) when given: a temporary reused head after
-    head is touched once, where a fresh one faults in its pages every time (large blocks are mapped anew)."""
-    terms = torch.clamp(pattern, min=torch.finfo(pattern.dtype).tiny, out=scratch)  # [.. q k]
-    return terms.log2_().mul_(pattern).sum(-1).neg_()  # [.. q]
 
 
 def per_query_head(out: dict, n_heads: int) -> dict:
