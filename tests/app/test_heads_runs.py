@@ -8,6 +8,7 @@ import pytest
 
 from core.analysis.heads.ablation import ablate_each, kinds_by_key
 from core.analysis.heads.circuits import qk_circuit
+from core.analysis.heads.cost import head_counts
 from core.analysis.heads.subspaces import subspace_report
 from core.analysis.heads.toy import ToyReport
 from core.tasks import get_task
@@ -68,3 +69,25 @@ def test_freeze_reaches_into_dataclasses_lists_and_dicts():
     assert freeze(nested) is nested
     assert not report.qk_forms.flags.writeable and not report.example_pattern.flags.writeable
     assert not nested["a"][1].flags.writeable
+
+
+def test_head_costs_measure_once_per_width_and_length_whatever_the_input_length(monkeypatch):
+    calls = []
+
+    def counting(d_model, n):
+        calls.append((d_model, n))
+        return tuple(1000 * h for h in range(1, len(head_counts(d_model)) + 1))
+
+    monkeypatch.setattr(R, "measured_peaks", counting)
+    R.head_peaks.clear()
+    try:
+        short = R.head_costs(24, 10, 96)
+        long = R.head_costs(24, 1000, 96)
+        assert calls == [(24, 96)]  # a new input length re-counts, it does not re-measure
+        assert short[0]["MFLOP"] < long[0]["MFLOP"]
+        assert [r["peak MiB at the measured n (measured)"] for r in long] == \
+            [1000 * h / 2 ** 20 for h in range(1, len(long) + 1)]
+        R.head_costs(24, 10, 128)
+        assert calls == [(24, 96), (24, 128)]  # a new measured length measures
+    finally:
+        R.head_peaks.clear()

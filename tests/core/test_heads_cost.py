@@ -3,6 +3,8 @@ patterns, counted and measured, grow with h."""
 
 from __future__ import annotations
 
+import pytest
+
 from core.analysis.heads import cost as H
 
 
@@ -15,3 +17,17 @@ def test_parameters_and_flops_stay_and_pattern_memory_grows_with_the_head_count(
     peaks = [r["peak MiB at the measured n (measured)"] for r in rows]
     assert all(b > a for a, b in zip(peaks, peaks[1:]))
     assert all(p >= c for p, c in zip(peaks, patterns))  # training keeps at least the patterns
+
+
+def test_rows_built_from_given_peaks_equal_the_measured_ones_and_refuse_a_wrong_count(one_thread):
+    peaks = H.measured_peaks(32, 64)
+    assert len(peaks) == len(H.head_counts(32))
+    measured = H.head_cost_rows(32, n_counted=20, n_measured=64)
+    given = H.head_cost_rows(32, n_counted=20, n_measured=64, peaks=peaks)
+    assert [r["peak MiB at the measured n (measured)"] for r in given] == [p / 2 ** 20 for p in peaks]
+    # the measurement itself is deterministic on one thread: the same step, the same live bytes
+    assert [r["peak MiB at the measured n (measured)"] for r in measured] == [p / 2 ** 20 for p in peaks]
+    longer = H.head_cost_rows(32, n_counted=500, n_measured=64, peaks=peaks)
+    assert [r["MFLOP"] for r in longer] != [r["MFLOP"] for r in given]  # counted at the new length
+    with pytest.raises(ValueError, match="measured peaks"):
+        H.head_cost_rows(32, n_counted=20, n_measured=64, peaks=peaks[:-1])

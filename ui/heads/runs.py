@@ -15,7 +15,7 @@ import torch
 
 from core.analysis.heads.ablation import (AblationResult, ablate_each, ablation_hooks, all_heads, head_means,
                                           kinds_by_key, run_ablated)
-from core.analysis.heads.cost import head_cost_rows
+from core.analysis.heads.cost import head_cost_rows, measured_peaks
 from core.analysis.heads.circuits import ov_available, ov_circuit, ov_circuit_on, qk_circuit, qk_circuit_on
 from core.analysis.heads.redundancy import Redundancy, redundancy as redundancy_report
 from core.analysis.heads.roles import RoleScores, role_scores
@@ -199,7 +199,14 @@ def trained_toy(n_heads: int, seed: int, steps: int) -> dict:
 
 
 @memo(maxsize=16)
+def head_peaks(d_model: int, n_measured: int) -> tuple:
+    """The peak bytes of one explicit training step for each head count of this width at n_measured (a few
+    seconds on a miss: one step per head count under the live-bytes tracker). Keyed by width and measured length
+    only: every input length shares it."""
+    return tuple(measured_peaks(d_model, n_measured))
+
+
 def head_costs(d_model: int, n_counted: int, n_measured: int) -> tuple:
-    """What 1 .. 8 heads of one layer of this width cost: counted at the input's length, measured at n_measured
-    (a few seconds on a miss: one explicit training step per head count under the live-bytes tracker)."""
-    return freeze(tuple(head_cost_rows(d_model, n_counted, n_measured)))
+    """What 1 .. 8 heads of one layer of this width cost: counted at the input's length (arithmetic, not
+    remembered), with the peaks measured at n_measured (head_peaks, remembered)."""
+    return freeze(tuple(head_cost_rows(d_model, n_counted, n_measured, head_peaks(d_model, n_measured))))

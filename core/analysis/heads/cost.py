@@ -36,9 +36,22 @@ def measured_peak(d_model: int, n_heads: int, n: int, seed: int = 0) -> int:
         return C.peak_bytes(C._training_step(C.EXPLICIT, s, n, torch.Generator().manual_seed(seed)))
 
 
-def head_cost_rows(d_model: int, n_counted: int, n_measured: int) -> list[dict]:
-    """Per head count: counted at the input's length `n_counted`, and the peak measured at `n_measured`."""
+def measured_peaks(d_model: int, n: int) -> tuple[int, ...]:
+    """measured_peak for every head count of head_counts(d_model), in that order: the part of the rows that
+    costs seconds and does not depend on the input's length."""
+    return tuple(measured_peak(d_model, h, n) for h in head_counts(d_model))
+
+
+def head_cost_rows(d_model: int, n_counted: int, n_measured: int,
+                   peaks: tuple[int, ...] | None = None) -> list[dict]:
+    """Per head count: counted at the input's length `n_counted`, and the peak measured at `n_measured`
+    (`peaks`: measured_peaks(d_model, n_measured) already at hand, so a new input length measures nothing)."""
+    if peaks is None:
+        peaks = measured_peaks(d_model, n_measured)
+    counts = head_counts(d_model)
+    if len(peaks) != len(counts):
+        raise ValueError(f"{len(peaks)} measured peaks for {len(counts)} head counts of d_model = {d_model}")
     return [{**counted_row(d_model, h, n_counted),
              "patterns MiB at the measured n (counted)": counted_row(d_model, h, n_measured)["patterns MiB (counted)"],
-             "peak MiB at the measured n (measured)": measured_peak(d_model, h, n_measured) / 2 ** 20}
-            for h in head_counts(d_model)]
+             "peak MiB at the measured n (measured)": peak / 2 ** 20}
+            for h, peak in zip(counts, peaks)]
