@@ -1,4 +1,4 @@
-"""The English models this project trains: a GPT-2-layout decoder and a BERT-layout encoder.
+"""The English models this project trains: a decoder in Qwen2's layout (Llama family, RoPE) and a BERT-layout encoder.
 
 Read in this order: corpus (the Python documentation's prose, split by document, cached as text),
 tokenizer (one byte-level BPE for both), data (packed and masked windows), baselines (unigram, bigram

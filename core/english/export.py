@@ -1,4 +1,5 @@
-"""Export: a trained Glassbox model -> a Hugging Face model folder (GPT2LMHeadModel or BertForMaskedLM).
+"""Export: a trained Glassbox model -> a Hugging Face model folder (Qwen2ForCausalLM, GPT2LMHeadModel or
+BertForMaskedLM).
 
 The tensor names and layouts are core.pretrained's own recipes run backwards, so export and import are
 exact inverses by construction: each recipe names a Glassbox tensor, the checkpoint tensor it comes from,
@@ -36,6 +37,27 @@ def gpt2_config(model: Transformer, eot_id: int) -> dict:
         "summary_use_proj": True, "tie_word_embeddings": True, "transformers_version": TRANSFORMERS_VERSION,
         "use_cache": True, "vocab_size": c.vocab_size,
     }
+
+
+def qwen2_config(model: Transformer, eot_id: int) -> dict:
+    """config.json as transformers writes it for Qwen2ForCausalLM (no sliding window; RoPE's base given)."""
+    c = model.cfg
+    return {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": eot_id, "dtype": "float16",
+        "eos_token_id": eot_id, "hidden_act": "silu", "hidden_size": c.d_model, "initializer_range": 0.02,
+        "intermediate_size": c.d_mlp, "layer_types": ["full_attention"] * c.n_layers,
+        "max_position_embeddings": c.max_len, "max_window_layers": c.n_layers, "model_type": "qwen2",
+        "num_attention_heads": c.n_heads, "num_hidden_layers": c.n_layers,
+        "num_key_value_heads": c.n_kv_heads or c.n_heads, "pad_token_id": None, "rms_norm_eps": c.ln_eps,
+        "rope_parameters": {"rope_theta": c.rope_base, "rope_type": "default"}, "sliding_window": None,
+        "tie_word_embeddings": True, "transformers_version": TRANSFORMERS_VERSION, "use_cache": True,
+        "use_sliding_window": False, "vocab_size": c.vocab_size,
+    }
+
+
+def decoder_config(model: Transformer, eot_id: int) -> dict:
+    """config.json for the English decoder's layout (its config's positions tell which)."""
+    return gpt2_config(model, eot_id) if model.cfg.pos == "learned" else qwen2_config(model, eot_id)
 
 
 def bert_config(model: Transformer, pad_id: int) -> dict:

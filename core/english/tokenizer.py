@@ -71,9 +71,10 @@ ENCODER_SPECIALS = {"cls_token": CLS, "sep_token": SEP, "mask_token": MASK, "pad
 
 
 def save(tok: Tokenizer, folder: Path, family: str, context: int) -> None:
-    """tokenizer.json (the family's copy) and tokenizer_config.json into a model folder."""
+    """tokenizer.json (the family's copy: BERT's adds [CLS] and [SEP], a decoder's (gpt2, qwen2) nothing) and
+    tokenizer_config.json into a model folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    copy, names = (for_decoder(tok), DECODER_SPECIALS) if family == "gpt2" else (for_encoder(tok), ENCODER_SPECIALS)
+    copy, names = (for_encoder(tok), ENCODER_SPECIALS) if family == "bert" else (for_decoder(tok), DECODER_SPECIALS)
     copy.save(str(folder / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": context,
               "clean_up_tokenization_spaces": False, **names}

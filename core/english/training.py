@@ -61,9 +61,10 @@ class Run:
 def fresh_model(config: TransformerConfig, r: Recipe, which: int) -> Transformer:
     """A model drawn from its own generator; its learned position table then starts as the sinusoidal table
     (scaled to r.position_init_std), so t and t - 1 are related by a fixed rotation from the first step and a
-    previous-token head can form early, instead of 1,024 random rows each learning where it is."""
+    previous-token head can form early, instead of 1,024 random rows each learning where it is (a RoPE model has no
+table: its positions are relative from the first step)."""
     model = init_model(config, generator=generator(r.seed, INIT_STREAM, which))
-    if r.position_init_std > 0:
+    if r.position_init_std > 0 and config.pos == "learned":
         table = positional.sinusoidal(config.max_len, config.d_model)  # [pos d_model], entries of std 1/sqrt(2)
         with torch.no_grad():
             model.stack.W_pos.weight.copy_(table * (r.position_init_std * math.sqrt(2)))
@@ -112,16 +113,27 @@ def _train(model: Transformer, next_batch: Callable[[int], tuple[torch.Tensor, t
     return run
 
 
+def decoder_windows(r: Recipe, step: int, steps: int) -> tuple[int, int]:
+    """(windows, tokens in each) of the decoder's batch at `step` of `steps`: with r.decoder_window, short windows
+    first (more of them, the same tokens a step: a short window's gradient reaches each relative offset more
+    often) and whole decoder_context windows for the last r.long_share of the steps (a RoPE model reads
+    no further than it was trained to, so the context it is sold with is trained too)."""
+    if not r.decoder_window or r.decoder_window >= r.decoder_context or step >= steps * (1 - r.long_share):
+        return r.decoder_batch, r.decoder_context
+    return r.decoder_batch * r.decoder_context // r.decoder_window, r.decoder_window
+
+
 def train_decoder(config: TransformerConfig, text: torch.Tensor, r: Recipe, device: torch.device,
                   callback: Optional[Callable[[Progress], None]] = None) -> Run:
     """The causal LM on packed windows of the training stream (some with a repeated passage, some with
-    repeated random tokens drawn from the ordinary, non-special ids)."""
+    repeated random tokens drawn from the ordinary, non-special ids); short windows first (decoder_windows)."""
     model = fresh_model(config, r, DECODER)
     draws = generator(r.seed, DATA_STREAM, DECODER)
     random_ids = (len(tokenizer.SPECIALS), config.vocab_size)
 
     def next_batch(step: int):
-        b = data.decoder_batch(text, r.decoder_batch, r.decoder_context, draws, r.repeat_share, r.repeat_span,
+        windows, length = decoder_windows(r, step, r.decoder_steps)
+        b = data.decoder_batch(text, windows, length, draws, r.repeat_share, r.repeat_span,
                                r.random_share, r.random_span, random_ids)
         return b.tokens, b.targets, (b.repeated, b.random_repeats)
 

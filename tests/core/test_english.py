@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from core.english import baselines, corpus, data, pipeline, recipe, tokenizer, training
+from core.english import baselines, corpus, data, export, pipeline, recipe, tokenizer, training
 from core.pretrained import load_pretrained, load_tokenizer, padding_mask
 
 WORDS = ("the a model reads every token and attention heads look back at earlier words while the encoder fills "
@@ -62,7 +62,8 @@ def test_quick_build_writes_both_folders_in_float16(built):
         assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "glassbox.json"} <= names
         with safe_open(str(folder / "model.safetensors"), "pt") as f:
             assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
-    assert "## Numbers" in (root / "cli" / "README.md").read_text(encoding="utf-8")
+    text = (root / "cli" / "README.md").read_text(encoding="utf-8")
+    assert "## Numbers" in text and "## What they show, and what they do not" in text and "## How the recipe was found" in text
 
 
 def test_same_seed_same_bytes_other_seed_other_weights(built, tmp_path):
@@ -101,7 +102,8 @@ def test_transformers_reads_the_folders_with_the_same_logits(built):
     decoder, encoder = folders(root, "api")
     vocab = json.loads((decoder / "config.json").read_text())["vocab_size"]
     tokens = torch.randint(0, vocab, (2, 24), generator=torch.Generator().manual_seed(0))
-    for folder, cls in ((decoder, transformers.GPT2LMHeadModel), (encoder, transformers.BertForMaskedLM)):
+    assert json.loads((decoder / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+    for folder, cls in ((decoder, transformers.Qwen2ForCausalLM), (encoder, transformers.BertForMaskedLM)):
         theirs, info = cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
                                            output_loading_info=True)
         assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
@@ -119,6 +121,27 @@ def test_transformers_reads_the_folders_with_the_same_logits(built):
         torch.testing.assert_close(mine, hf, atol=1e-4, rtol=0)
 
 
+def test_the_gpt2_layout_still_exports_to_what_transformers_reads(built, tmp_path):
+    """decoder_layout="gpt2" (the layout of the earlier English decoder) writes a GPT2LMHeadModel folder with
+    the same logits in transformers and in Glassbox."""
+    transformers = pytest.importorskip("transformers")
+    r = replace(recipe.QUICK, decoder_layout="gpt2")
+    config = recipe.decoder_config(r, 320)
+    assert config.pos == "learned" and recipe.decoder_config(recipe.QUICK, 320).pos == "rope"
+    model = training.fresh_model(config, r, training.DECODER).eval()
+    folder = tmp_path / "gpt2"
+    export.save_folder(model, folder, export.decoder_config(model, 1), {})
+    tokenizer.save(tokenizer.train_tokenizer([" ".join(WORDS)] * 4, 320), folder, "gpt2", 64)
+    assert json.loads((folder / "config.json").read_text())["architectures"] == ["GPT2LMHeadModel"]
+    tokens = torch.randint(0, 320, (2, 24), generator=torch.Generator().manual_seed(0))
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    ours, _ = load_pretrained(folder)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(tokens), theirs.eval()(tokens).logits, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="decoder_layout"):
+        recipe.decoder_config(replace(recipe.QUICK, decoder_layout="gpt3"), 320)
+
+
 ODD_TEXTS = ["", "Café crème, naïve façade, São Paulo", "世界 こんにちは 안녕하세요", "emoji 🙂👍🏽 and 🇫🇷",
              "control \x00\x01\x07\x1b[0m tab\tnew\nline\r\n", "combining e\u0301 and RTL שלום", "\ufeffBOM",
              "x" * 500]
@@ -127,7 +150,7 @@ ODD_TEXTS = ["", "Café crème, naïve façade, São Paulo", "世界 こんに�
 def test_tokenizers_accept_any_text_and_round_trip(built):
     root, _ = built
     decoder, encoder = folders(root, "api")
-    dec, enc = load_tokenizer(decoder, "gpt2"), load_tokenizer(encoder, "bert")
+    dec, enc = load_tokenizer(decoder, "llama"), load_tokenizer(encoder, "bert")
     rng = random.Random(0)
     noise = "".join(chr(rng.choice([rng.randrange(32, 0xD7FF), rng.randrange(0xE000, 0x10FFFF)])) for _ in range(300))
     for text in ODD_TEXTS + [noise]:
@@ -283,7 +306,7 @@ def test_a_decoder_only_build_keeps_the_encoder_and_refuses_another_tokenizer(bu
     root, _ = built
     text = root / "corpus.txt"
     out = tmp_path / "out"
-    pipeline.build(recipe.QUICK, text, out, torch.device("cpu"))
+    pipeline.build(replace(recipe.QUICK, random_share=0.0), text, out, torch.device("cpu"))
     encoder = out / pipeline.ENCODER_NAME
     first = json.loads((out / pipeline.DECODER_NAME / "glassbox.json").read_text())
     assert "random_windows" not in first["training"]  # a recipe without random windows says nothing of them
@@ -299,3 +322,32 @@ def test_a_decoder_only_build_keeps_the_encoder_and_refuses_another_tokenizer(bu
         pipeline.build(replace(recipe.QUICK, vocab_size=300), text, out, torch.device("cpu"), decoder_only=True)
     with pytest.raises(ValueError, match="cannot be read"):
         pipeline.build(recipe.QUICK, text, tmp_path / "empty", torch.device("cpu"), decoder_only=True)
+
+
+def test_decoder_windows_are_short_first_then_whole_with_the_same_tokens_a_step():
+    r = replace(recipe.FULL, decoder_batch=4, decoder_context=1024, decoder_window=256, long_share=0.25)
+    phases = [training.decoder_windows(r, step, 100) for step in range(100)]
+    assert phases[:75] == [(16, 256)] * 75 and phases[75:] == [(4, 1024)] * 25
+    assert {b * n for b, n in phases} == {4096}
+    assert training.decoder_windows(replace(r, decoder_window=0), 0, 100) == (4, 1024)
+    assert training.decoder_windows(replace(r, decoder_window=2048), 0, 100) == (4, 1024)
+
+
+def test_the_shipped_decoder_has_the_heads_its_manifest_claims(one_thread):
+    """Recomputed on the folder as shipped (not read back from it): a previous-token head on both probes and an
+    induction head on repeated random tokens, each far above its chance level, and the manifest's numbers."""
+    from core.checkpoints import ENGLISH_DIR
+    from core.english import heads
+
+    folder = ENGLISH_DIR / pipeline.DECODER_NAME
+    model, tok = load_pretrained(folder)
+    roles = heads.decoder_roles(model, tok)
+    manifest = json.loads((folder / "glassbox.json").read_text())["heads"]
+    previous, induction = roles["previous token"], roles["induction"]
+    assert previous["found"] and previous["random_tokens"]["score"] >= 3 * previous["random_tokens_chance"]
+    assert induction["random_tokens"]["score"] >= max(heads.FOUND, 4 * induction["random_tokens_chance"])
+    for role in ("previous token", "induction"):
+        for probe in ("random_tokens", "repeated_sentence"):
+            assert manifest[role][probe]["layer"] == roles[role][probe]["layer"]
+            assert manifest[role][probe]["head"] == roles[role][probe]["head"]
+            assert abs(manifest[role][probe]["score"] - roles[role][probe]["score"]) < 1e-3

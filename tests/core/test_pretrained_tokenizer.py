@@ -178,7 +178,7 @@ def test_the_labels_of_a_text_map_back_to_its_ids():
     from core.pretrained import load_tokenizer
     from core.text_task import TextVocab
 
-    tokenizer = load_tokenizer(ENGLISH_DIR / "english-decoder", "gpt2")
+    tokenizer = load_tokenizer(ENGLISH_DIR / "english-decoder", "llama")
     vocab = TextVocab(tokenizer, tokenizer.vocab_size)
     for text in ("Café déjà vu 🙂 — 東京", "naïve ☃ x\ttab\nline", "plain words"):
         ids = vocab.encode(text)
