@@ -351,3 +351,18 @@ def test_the_shipped_decoder_has_the_heads_its_manifest_claims(one_thread):
             assert manifest[role][probe]["layer"] == roles[role][probe]["layer"]
             assert manifest[role][probe]["head"] == roles[role][probe]["head"]
             assert abs(manifest[role][probe]["score"] - roles[role][probe]["score"]) < 1e-3
+
+
+def test_the_lesson_on_real_sentences_asks_about_the_heads_the_decoder_has():
+    """The lesson names its heads by hand; they must be the shipped decoder's found heads, so a rebuild that moves
+    them fails here instead of asking students about heads that no longer play those roles."""
+    from core.checkpoints import ENGLISH_DIR
+    from core.lessons import LESSONS_DIR, load_lesson
+
+    manifest = json.loads((ENGLISH_DIR / pipeline.DECODER_NAME / "glassbox.json").read_text())["heads"]
+    lesson = load_lesson(LESSONS_DIR / "heads-on-real-sentences.toml")
+    asked = {(c.args["layer"], c.args["head"]) for c in (s.check for s in lesson.steps)
+             if c.kind == "most_attended_key" and c.args.get("model") == pipeline.DECODER_NAME}
+    found = {role: (manifest[role]["repeated_sentence"]["layer"], manifest[role]["repeated_sentence"]["head"])
+             for role in ("previous token", "induction")}
+    assert asked == set(found.values()), f"the lesson asks about {sorted(asked)}, the decoder's heads are {found}"
