@@ -62,7 +62,7 @@ def fresh_model(config: TransformerConfig, r: Recipe, which: int) -> Transformer
     """A model drawn from its own generator; its learned position table then starts as the sinusoidal table
     (scaled to r.position_init_std), so t and t - 1 are related by a fixed rotation from the first step and a
     previous-token head can form early, instead of 1,024 random rows each learning where it is (a RoPE model has no
-table: its positions are relative from the first step)."""
+    table: its positions are relative from the first step)."""
     model = init_model(config, generator=generator(r.seed, INIT_STREAM, which))
     if r.position_init_std > 0 and config.pos == "learned":
         table = positional.sinusoidal(config.max_len, config.d_model)  # [pos d_model], entries of std 1/sqrt(2)
