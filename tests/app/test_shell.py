@@ -235,3 +235,11 @@ def test_device_is_shown():
     captions = " ".join(str(c.value) for c in at.sidebar.caption)
     selects = [s.label for s in at.sidebar.selectbox]
     assert "Running on **CPU**" in captions or "Device" in selects
+
+
+def test_parameter_counts_read_as_people_say_them():
+    """One decimal below ten million, so the 1.3M-parameter English decoder is not shown as 1M."""
+    from ui.shell.models import parameter_count
+
+    assert [parameter_count(n) for n in (230_400, 1_317_504, 9_960_000, 124_439_808, 1_100_048_384)] == \
+        ["230K", "1.3M", "10M", "124M", "1.1B"]

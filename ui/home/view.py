@@ -71,8 +71,7 @@ def current_model(sel: Selection) -> None:
 
 def checkpoint_text(family: str, parameters: int, context: int, layout: bool = False) -> str:
     """`GPT-2, 124M parameters, context 1,024 tokens` (`GPT-2 layout, ...` for a model that only shares the layout)."""
-    count = (f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M" if parameters >= 1e6
-             else f"{parameters / 1e3:.0f}K")
+    count = models.parameter_count(parameters)
     name = models.FAMILY_NAMES.get(family, family) + (" layout" if layout else "")
     return f"{name}, {count} parameters, context {context:,} tokens"
 

@@ -82,10 +82,10 @@ def model_choices() -> dict[str, str]:
     checkpoints found in folders, then this session's."""
     choices = {e["id"]: e.get("title", e["id"]) for e in manifest()}
     for model_id, found in english_models().items():
-        choices[model_id] = f"{found.name} (English, {FAMILY_NAMES.get(found.family, found.family)} layout, {_count(found.parameters)})"
+        choices[model_id] = f"{found.name} (English, {FAMILY_NAMES.get(found.family, found.family)} layout, {parameter_count(found.parameters)})"
     for model_id, found in folder_models().items():
         if model_id not in choices:
-            choices[model_id] = f"{found.name} ({FAMILY_NAMES.get(found.family, found.family)}, {_count(found.parameters)})"
+            choices[model_id] = f"{found.name} ({FAMILY_NAMES.get(found.family, found.family)}, {parameter_count(found.parameters)})"
     for model_id, (_, meta) in user_models().items():
         choices[model_id] = f"{meta.get('title', 'Your model')} (this session)"
     return choices
@@ -172,11 +172,11 @@ def folder_description(found: pretrained.ModelFolder) -> str:
     if found.path.parent == ENGLISH_DIR:
         kind = "a masked-word encoder" if found.family == "bert" else "a next-word decoder"
         return (f"English, {kind} trained by this project on the prose of the Python documentation "
-                f"({FAMILY_NAMES.get(found.family, found.family)} layout): {_count(found.parameters)} parameters, "
+                f"({FAMILY_NAMES.get(found.family, found.family)} layout): {parameter_count(found.parameters)} parameters, "
                 f"context {found.context:,} tokens, stored as {found.dtype}, computed in float32. Any text is "
                 f"accepted: its tokenizer splits words it has not seen into pieces.")
     return (f"{FAMILY_NAMES.get(found.family, found.family)} checkpoint ({found.architecture}) from a folder on "
-            f"this server: {_count(found.parameters)} parameters, context {found.context:,} tokens, stored as "
+            f"this server: {parameter_count(found.parameters)} parameters, context {found.context:,} tokens, stored as "
             f"{found.dtype}, computed in float32.")
 
 
@@ -203,8 +203,14 @@ def _folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTask]:
         return load(model_id, device)
 
 
-def _count(n: int) -> str:
-    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"
+def parameter_count(n: int) -> str:
+    """A parameter count as people say it: 124M, 1.1B, 1.3M (one decimal below ten million), 230K."""
+    if n >= 1e9:
+        return f"{n / 1e9:.1f}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M" if round(n / 1e6, 1) < 10 else f"{n / 1e6:.0f}M"
+    return f"{n / 1e3:.0f}K"
+
 
 
 def describe(model_id: str) -> str:
