@@ -1,4 +1,4 @@
-"""Real checkpoints from a local folder (GPT-2, BERT, Llama, Mistral, Qwen2), converted INTO Glassbox's model.
+"""Real checkpoints from a local folder (GPT-2, BERT, RoFormer, Llama, Mistral, Qwen2), converted INTO Glassbox's model.
 
 A Hugging Face model folder holds config.json (the sizes), one or more .safetensors files (the weights,
 under Hugging Face's names) and tokenizer files. This module reads them with json, safetensors and the
@@ -24,7 +24,8 @@ model as a Glassbox `Transformer`, so every hook and page works on it. Read it t
 
 Decisions a reader should know:
 - BERT needs its masked-LM head (BertForMaskedLM / BertForPreTraining weights). A BertModel checkpoint
-  ends in hidden states, not word predictions, so it is refused with a message that says so.
+  ends in hidden states, not word predictions, so it is refused with a message that says so. RoFormer is
+  BERT's layout with RoPE on pairs in place of the position table; its sin/cos table is a formula, not read.
 - GPT2Model checkpoints load: GPT-2's unembedding is the (tied) token embedding, so nothing is missing.
 - RoPE scaling (rope_type other than "default": llama3, yarn, linear, dynamic, ...) is refused by name.
 - Mistral's sliding window (and Qwen2's, when switched on) is NOT applied by default: the window is a
@@ -57,7 +58,7 @@ from core.model import Transformer
 
 __all__ = ["PretrainedError", "ModelFolder", "Tokenizer", "find_models", "describe", "load_pretrained",
            "load_tokenizer", "padding_mask", "sliding_window_mask", "sliding_window_masks", "max_model_bytes",
-           "SUPPORTED"]
+           "SUPPORTED", "ENCODER_FAMILIES", "is_encoder_family"]
 
 PathLike = Union[str, Path]
 
@@ -65,8 +66,10 @@ PathLike = Union[str, Path]
 SUPPORTED = {
     "GPT2LMHeadModel": "gpt2", "GPT2Model": "gpt2",
     "BertForMaskedLM": "bert", "BertForPreTraining": "bert", "BertModel": "bert",
+    "RoFormerForMaskedLM": "roformer", "RoFormerModel": "roformer",
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "llama",
 }
+ENCODER_FAMILIES = ("bert", "roformer")  # bidirectional masked-word models; the others predict the next token
 STORED_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # safetensors' names -> torch's
 LOAD_DTYPES = {torch.float32, torch.float16, torch.bfloat16}
 MAX_LAYERS = 1024  # the deepest real models have ~130; more is a broken or hostile config.json
@@ -88,7 +91,7 @@ class ModelFolder:
 
     path: Path
     name: str  # the folder's name, or "org/name" for the Hugging Face cache
-    family: str  # "gpt2", "bert" or "llama" ("" when config.json could not be read)
+    family: str  # "gpt2", "bert", "roformer" or "llama" ("" when config.json could not be read)
     architecture: str  # config.json's, e.g. "LlamaForCausalLM"
     parameters: int  # weights Glassbox would hold (a tied matrix counted once)
     context: int  # positions the model was trained for
@@ -161,6 +164,11 @@ def load_pretrained(folder: Union[PathLike, ModelFolder], *, device: Union[str, 
     tokenizer = load_tokenizer(path, found.translation.family, found.config)
     model = _build(found, device, dtype)
     return model, tokenizer
+
+
+def is_encoder_family(family: str) -> bool:
+    """Whether models of this family read the whole input at once and fill masked words (BERT, RoFormer)."""
+    return family in ENCODER_FAMILIES
 
 
 def padding_mask(attention_mask: torch.Tensor, causal: bool = False) -> torch.Tensor:
@@ -379,7 +387,7 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "ge
 
 def _translate(config: dict) -> Translation:
     arch = _architecture(config)
-    return {"gpt2": _gpt2, "bert": _bert, "llama": _llama}[SUPPORTED[arch]](config, arch)
+    return {"gpt2": _gpt2, "bert": _bert, "roformer": _roformer, "llama": _llama}[SUPPORTED[arch]](config, arch)
 
 
 def _gpt2(config: dict, arch: str) -> Translation:
@@ -434,39 +442,65 @@ def _gpt2(config: dict, arch: str) -> Translation:
 
 
 def _bert(config: dict, arch: str) -> Translation:
-    """BERT: post-LN encoder, a LayerNorm on the embeddings, token types, and the masked-LM head."""
-    d = _whole(config, ("hidden_size",), 768)
-    heads = _whole(config, ("num_attention_heads",), 12)
-    d_mlp = _whole(config, ("intermediate_size",), 3072)
-    vocab = _whole(config, ("vocab_size",), 30522)
-    context = _whole(config, ("max_position_embeddings",), 512)
-    types = _whole(config, ("type_vocab_size",), 2)
-    tied = _flag(config, "tie_word_embeddings", True)
+    """BERT: post-LN encoder, learned positions, a LayerNorm on the embeddings, token types, the masked-LM head."""
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise PretrainedError(f"this BERT uses position_embedding_type {config['position_embedding_type']!r}; "
                               f"Glassbox implements BERT's learned absolute positions only")
+    return _bert_like(config, arch, "bert", rotary=False)
+
+
+def _roformer(config: dict, arch: str) -> Translation:
+    """RoFormer: BERT's layout with RoPE instead of the position table, rotating (x[2i], x[2i+1]) pairs of each
+    query and key at angles pos * 10000^(-2i/d_head) (RoFormerSinusoidalPositionalEmbedding's frequencies)."""
+    if _flag(config, "rotary_value", False):
+        raise PretrainedError("this RoFormer also rotates its values (rotary_value); Glassbox rotates queries and "
+                              "keys only, as RoPE is usually defined")
+    d = _whole(config, ("hidden_size",), 768)
+    if _whole(config, ("embedding_size",), d) != d:
+        raise PretrainedError(f"this RoFormer's embeddings are {config['embedding_size']} wide and projected up "
+                              f"to hidden_size {d} (embeddings_project); Glassbox implements embeddings as wide "
+                              f"as the residual stream")
+    return _bert_like(config, arch, "roformer", rotary=True)
+
+
+def _bert_like(config: dict, arch: str, family: str, rotary: bool) -> Translation:
+    """The tensors BERT and RoFormer share: post-LN blocks with biases, normed embeddings with token types,
+    and the masked-LM head (dense, activation, LayerNorm, tied unembedding with its own bias). `rotary`: RoPE
+    on pairs instead of BERT's learned position table."""
+    name = "BERT" if family == "bert" else "RoFormer"
+    d = _whole(config, ("hidden_size",), 768)
+    heads = _whole(config, ("num_attention_heads",), 12)
+    d_mlp = _whole(config, ("intermediate_size",), 3072)
+    vocab = _whole(config, ("vocab_size",), 30522 if family == "bert" else 50000)
+    context = _whole(config, ("max_position_embeddings",), 512 if family == "bert" else 1536)
+    types = _whole(config, ("type_vocab_size",), 2)
+    tied = _flag(config, "tie_word_embeddings", True)
     if _flag(config, "is_decoder", False) or _flag(config, "add_cross_attention", False):
-        raise PretrainedError("this BERT is configured as a decoder (is_decoder / add_cross_attention); "
-                              "Glassbox opens BERT as the bidirectional encoder it was trained as")
+        raise PretrainedError(f"this {name} is configured as a decoder (is_decoder / add_cross_attention); "
+                              f"Glassbox opens {name} as the bidirectional encoder it was trained as")
     _divides(heads, d, "num_attention_heads", "hidden_size")
+    if rotary and (d // heads) % 2:
+        raise PretrainedError(f"RoPE rotates pairs of dimensions, and this {name}'s heads are {d // heads} wide")
     act = _activation(config, "hidden_act", "gelu")
+    positions = dict(pos="rope", rope_base=10000.0, rope_layout="pairs") if rotary else dict(pos="learned")
     fields = dict(arch="encoder", vocab_size=vocab, d_model=d, n_heads=heads,
                   n_layers=_whole(config, ("num_hidden_layers",), 12),
-                  d_mlp=d_mlp, max_len=context, pos="learned", norm="post", act=act,
+                  d_mlp=d_mlp, max_len=context, **positions, norm="post", act=act,
                   ln_eps=_positive(config, "layer_norm_eps", 1e-12), qkv_bias=True, attn_out_bias=True,
                   mlp_bias=True, unembed_bias=True, tie_embeddings=tied, embed_norm=True, n_token_types=types,
                   mlm_head=True)
     head = "cls.predictions."
-    outer = [Recipe("stack.W_E.weight", "embeddings.word_embeddings.weight", (vocab, d)),
-             Recipe("stack.W_pos.weight", "embeddings.position_embeddings.weight", (context, d)),
-             Recipe("stack.W_token_type.weight", "embeddings.token_type_embeddings.weight", (types, d)),
-             Recipe("stack.ln_embed.ln.weight", "embeddings.LayerNorm.weight", (d,)),
-             Recipe("stack.ln_embed.ln.bias", "embeddings.LayerNorm.bias", (d,)),
-             Recipe("mlm_dense.weight", head + "transform.dense.weight", (d, d), body=False),
-             Recipe("mlm_dense.bias", head + "transform.dense.bias", (d,), body=False),
-             Recipe("mlm_norm.ln.weight", head + "transform.LayerNorm.weight", (d,), body=False),
-             Recipe("mlm_norm.ln.bias", head + "transform.LayerNorm.bias", (d,), body=False),
-             Recipe("unembed.bias", head + "bias", (vocab,), body=False)]
+    outer = [Recipe("stack.W_E.weight", "embeddings.word_embeddings.weight", (vocab, d))]
+    if not rotary:
+        outer.append(Recipe("stack.W_pos.weight", "embeddings.position_embeddings.weight", (context, d)))
+    outer += [Recipe("stack.W_token_type.weight", "embeddings.token_type_embeddings.weight", (types, d)),
+              Recipe("stack.ln_embed.ln.weight", "embeddings.LayerNorm.weight", (d,)),
+              Recipe("stack.ln_embed.ln.bias", "embeddings.LayerNorm.bias", (d,)),
+              Recipe("mlm_dense.weight", head + "transform.dense.weight", (d, d), body=False),
+              Recipe("mlm_dense.bias", head + "transform.dense.bias", (d,), body=False),
+              Recipe("mlm_norm.ln.weight", head + "transform.LayerNorm.weight", (d,), body=False),
+              Recipe("mlm_norm.ln.bias", head + "transform.LayerNorm.bias", (d,), body=False),
+              Recipe("unembed.bias", head + "bias", (vocab,), body=False)]
     if not tied:
         outer.append(Recipe("unembed.weight", head + "decoder.weight", (vocab, d), body=False))
 
@@ -482,14 +516,19 @@ def _bert(config: dict, arch: str) -> Translation:
                         Recipe(f"{ours}{mine}.bias", f"{theirs}{hf}.bias", shape[:1])]
         return tuple(recipes)
 
-    ignored = [r"(bert\.)?embeddings\.position_ids", r"(bert\.)?embeddings\.token_type_ids", r"(bert\.)?pooler\..*",
+    prefix = f"({family}\\.)?"
+    ignored = [prefix + r"embeddings\.position_ids", prefix + r"embeddings\.token_type_ids", prefix + r"pooler\..*",
                r"cls\.seq_relationship\..*", r"cls\.predictions\.decoder\.bias"]  # decoder.bias IS predictions.bias
+    if rotary:
+        ignored.append(prefix + r"encoder\.embed_positions\.weight")  # RoFormer's sin/cos table, a fixed formula
     if tied:
         ignored.append(r"cls\.predictions\.decoder\.weight")
-    hints = {head: "this BERT checkpoint has no masked-LM head (cls.predictions.*): it was saved as BertModel, "
-                   "which ends in hidden states, not word predictions. Glassbox shows predictions, so it needs "
-                   "BertForMaskedLM weights (e.g. bert-base-uncased as published)"}
-    return Translation("bert", arch, fields, tuple(outer), layer, fields["n_layers"], ("bert.", ""),
+    masked_lm = "BertForMaskedLM weights (e.g. bert-base-uncased as published)" if family == "bert" else \
+        "RoFormerForMaskedLM weights"
+    hints = {head: f"this {name} checkpoint has no masked-LM head (cls.predictions.*): it was saved as {name}Model, "
+                   f"which ends in hidden states, not word predictions. Glassbox shows predictions, so it needs "
+                   f"{masked_lm}"}
+    return Translation(family, arch, fields, tuple(outer), layer, fields["n_layers"], (f"{family}.", ""),
                        "embeddings.word_embeddings.weight", tuple(ignored), hints)
 
 
@@ -961,6 +1000,7 @@ SPECIAL_NAMES = ("bos", "eos", "cls", "sep", "mask", "pad", "unk")
 FAMILY_SPECIALS = {
     "gpt2": {"bos": "<|endoftext|>", "eos": "<|endoftext|>", "unk": "<|endoftext|>"},
     "bert": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]", "unk": "[UNK]"},
+    "roformer": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]", "unk": "[UNK]"},
     "llama": {"bos": "<s>", "eos": "</s>", "unk": "<unk>"},
 }
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}  # whitespace a label shows

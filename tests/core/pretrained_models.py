@@ -41,6 +41,8 @@ def hf_classes(kind: str):
                            eos_token_id=0)),
         "bert": (hf.BertConfig, hf.BertForMaskedLM, dict(SMALL, vocab_size=WORDPIECE_VOCAB)),
         "bert-base": (hf.BertConfig, hf.BertModel, dict(SMALL, vocab_size=WORDPIECE_VOCAB)),
+        "roformer": (hf.RoFormerConfig, hf.RoFormerForMaskedLM, dict(SMALL, vocab_size=WORDPIECE_VOCAB)),
+        "roformer-base": (hf.RoFormerConfig, hf.RoFormerModel, dict(SMALL, vocab_size=WORDPIECE_VOCAB)),
         "llama": (hf.LlamaConfig, hf.LlamaForCausalLM,
                   dict(SMALL, vocab_size=BPE_VOCAB, num_key_value_heads=2, bos_token_id=0, eos_token_id=0)),
         "mistral": (hf.MistralConfig, hf.MistralForCausalLM,
@@ -52,7 +54,8 @@ def hf_classes(kind: str):
 
 
 def tiny_hf_model(kind: str, seed: int = 0, **config_overrides):
-    """A random HF model of `kind` in eval mode, eager attention, every parameter perturbed."""
+    """A random HF model of `kind` in eval mode, eager attention, every trainable parameter perturbed (a frozen
+    one, RoFormer's sin/cos table, is a formula: perturbed, it would be another model)."""
     config_cls, model_cls, kwargs = hf_classes(kind)
     config = config_cls(**{**kwargs, **config_overrides})
     config._attn_implementation = "eager"
@@ -60,14 +63,22 @@ def tiny_hf_model(kind: str, seed: int = 0, **config_overrides):
     model = model_cls(config).eval()
     with torch.no_grad():
         for p in model.parameters():  # tied parameters appear once
-            p.add_(0.2 * torch.randn_like(p))
+            if p.requires_grad:
+                p.add_(0.2 * torch.randn_like(p))
     return model
 
 
 def reference(kind: str, folder: Path):
-    """HF's own model read back from `folder` in float32 (for bfloat16 files: the stored weights, upcast)."""
+    """HF's own model read back from `folder` in float32 (for bfloat16 files: the stored weights, upcast).
+    RoFormer's sin/cos table is recomputed: a bfloat16 file stores it rounded to 8 significant bits, and
+    Glassbox computes RoPE from the formula, as the model was trained."""
     _, model_cls, _ = hf_classes(kind)
-    return model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    model = model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    for module in model.modules():
+        if type(module).__name__ == "RoFormerSinusoidalPositionalEmbedding":
+            with torch.no_grad():
+                module.weight.copy_(module.create_weight())
+    return model
 
 
 def save_hf(model, folder: Path, *, sharded: bool = False, dtype: torch.dtype = torch.float32) -> Path:
@@ -77,7 +88,7 @@ def save_hf(model, folder: Path, *, sharded: bool = False, dtype: torch.dtype = 
         model.save_pretrained(folder, max_shard_size="20KB")
     else:
         model.save_pretrained(folder)
-    write_tokenizer(folder, "wordpiece" if model.config.model_type == "bert" else "bpe")
+    write_tokenizer(folder, "wordpiece" if model.config.model_type in ("bert", "roformer") else "bpe")
     return folder
 
 

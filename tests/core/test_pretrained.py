@@ -35,6 +35,8 @@ def saved(tmp_path_factory):
         "mistral": save_hf(tiny_hf_model("mistral", sliding_window=8), root / "mistral"),
         "bert": save_hf(tiny_hf_model("bert"), root / "bert"),
         "bert-base": save_hf(tiny_hf_model("bert-base"), root / "bert-base"),
+        "roformer": save_hf(tiny_hf_model("roformer"), root / "roformer"),
+        "roformer-base": save_hf(tiny_hf_model("roformer-base"), root / "roformer-base"),
     }
 
 
@@ -283,6 +285,25 @@ def test_no_tokenizer_files(copy):
 
 def test_bert_model_without_the_masked_lm_head(saved):
     refusal(saved["bert-base"], "no masked-LM head", "BertForMaskedLM")
+    refusal(saved["roformer-base"], "no masked-LM head", "RoFormerForMaskedLM")
+
+
+def test_roformer_opens_as_an_encoder_with_rope_on_pairs(saved):
+    info = describe(saved["roformer"])
+    assert (info.family, info.architecture, info.problem) == ("roformer", "RoFormerForMaskedLM", None)
+    model, tokenizer = load_pretrained(saved["roformer"])
+    cfg = model.cfg
+    assert (cfg.arch, cfg.pos, cfg.rope_layout, cfg.rope_base, cfg.norm) == ("encoder", "rope", "pairs", 10000.0, "post")
+    assert not hasattr(model.stack, "W_pos")  # no position table: RoFormer's sin/cos buffer is not read
+    assert tokenizer.encode("the cat")[0] == tokenizer.cls_id and tokenizer.mask_id is not None
+
+
+@pytest.mark.parametrize("change, named", [({"rotary_value": True}, "rotary_value"),
+                                           ({"embedding_size": 16}, "embeddings_project")])
+def test_roformer_variants_glassbox_does_not_implement_are_named(copy, change, named):
+    folder = copy("roformer")
+    edit_config(folder, **change)
+    refusal(folder, named)
 
 
 def test_unknown_tensor(copy):
@@ -368,7 +389,7 @@ def test_fifo_config_does_not_stall(copy):
 JUNK = ["text", -3, 0, 2.5, None, [], {}, True, 10 ** 30, 10 ** 400, float("nan"), float("inf")]
 
 
-@pytest.mark.parametrize("name", ["gpt2", "bert", "mistral"])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "roformer", "mistral"])
 def test_junk_in_any_config_field_is_a_message_not_a_traceback(saved, tmp_path, name):
     config = json.loads((saved[name] / "config.json").read_text())
     folder = Path(shutil.copytree(saved[name], tmp_path / name))

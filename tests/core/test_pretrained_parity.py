@@ -1,6 +1,7 @@
 """A checkpoint loaded by core/pretrained.py computes what transformers computes from the same folder.
 
-Tiny random GPT-2, BERT, Llama (grouped-query attention, SwiGLU), Mistral and Qwen2 (biases on q, k, v;
+Tiny random GPT-2, BERT, RoFormer (BERT with RoPE on pairs), Llama (grouped-query attention, SwiGLU), Mistral
+and Qwen2 (biases on q, k, v;
 one key/value head) models are saved by transformers as one file and as ~20 KB shards, in float32 and in
 bfloat16, and loaded both ways: transformers' own model (eager attention, float32; for bfloat16 files
 that is the stored weights, upcast) and Glassbox's. Their logits agree within 1e-4 at several lengths,
@@ -21,7 +22,7 @@ from core.pretrained import describe, load_pretrained, padding_mask, sliding_win
 from tests.core.pretrained_models import reference, save_hf, tiny_hf_model
 
 LENGTHS = (1, 6, 17)
-KINDS = ("gpt2", "bert", "llama", "mistral", "qwen2")
+KINDS = ("gpt2", "bert", "roformer", "llama", "mistral", "qwen2")
 
 
 def random_tokens(vocab: int, n: int, batch: int = 2, seed: int = 0) -> torch.Tensor:
@@ -55,9 +56,10 @@ def test_logits_match_transformers(kind, sharded, dtype, tmp_path, one_thread):
     compare(kind, folder)
 
 
-def test_bert_with_padding_and_token_types(tmp_path, one_thread):
-    folder = save_hf(tiny_hf_model("bert"), tmp_path / "bert")
-    theirs_model = reference("bert", folder)
+@pytest.mark.parametrize("kind", ["bert", "roformer"])
+def test_bert_with_padding_and_token_types(kind, tmp_path, one_thread):
+    folder = save_hf(tiny_hf_model(kind), tmp_path / kind)
+    theirs_model = reference(kind, folder)
     ours_model, _ = load_pretrained(folder)
     tokens = random_tokens(theirs_model.config.vocab_size, 9)
     attention = torch.ones(2, 9, dtype=torch.long)

@@ -8,6 +8,7 @@ from streamlit.errors import StreamlitAPIException
 
 from core.analysis import attention as A
 from core.families import FAMILIES
+from core.pretrained import is_encoder_family
 from core.figures.long_patterns import pattern_figure, pooled_note
 from ui.shell import models, runs
 from ui.shell.export import chart_config
@@ -77,8 +78,9 @@ def checkpoint_text(family: str, parameters: int, context: int, layout: bool = F
 
 
 def folder_arch(family: str) -> str:
-    """The family of Transformer a checkpoint's family belongs to: BERT reads with an encoder, the rest write."""
-    return "encoder" if family == "bert" else "decoder"
+    """The family of Transformer a checkpoint's family belongs to: BERT and RoFormer read with an encoder, the
+    rest write."""
+    return "encoder" if is_encoder_family(family) else "decoder"
 
 
 def page_link(page: PageInfo) -> None:

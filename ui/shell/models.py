@@ -94,7 +94,7 @@ def model_choices() -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 # Checkpoints from folders (never a path typed in the browser: only what the server's folders hold)
 
-FAMILY_NAMES = {"gpt2": "GPT-2", "bert": "BERT", "llama": "Llama family"}
+FAMILY_NAMES = {"gpt2": "GPT-2", "bert": "BERT", "roformer": "RoFormer", "llama": "Llama family"}
 
 
 FOLDER_SETTINGS = ("GLASSBOX_MODELS_DIR", "HF_HUB_CACHE", "HF_HOME")  # where core.pretrained looks
@@ -170,7 +170,7 @@ def _read_folder(model_id: str, device: str) -> tuple[Transformer, dict, TextTas
 def folder_description(found: pretrained.ModelFolder) -> str:
     """One line for the sidebar: family, size, context and how the weights are stored."""
     if found.path.parent == ENGLISH_DIR:
-        kind = "a masked-word encoder" if found.family == "bert" else "a next-word decoder"
+        kind = "a masked-word encoder" if pretrained.is_encoder_family(found.family) else "a next-word decoder"
         return (f"English, {kind} trained by this project on the prose of the Python documentation "
                 f"({FAMILY_NAMES.get(found.family, found.family)} layout): {parameter_count(found.parameters)} parameters, "
                 f"context {found.context:,} tokens, stored as {found.dtype}, computed in float32. Any text is "
@@ -224,7 +224,7 @@ def describe(model_id: str) -> str:
         arch, text = meta.get("config", {}).get("arch", ""), meta.get("description", "")
     found = folder_models().get(model_id)
     if found is not None:
-        arch = "encoder" if found.family == "bert" else "decoder"
+        arch = "encoder" if pretrained.is_encoder_family(found.family) else "decoder"
         text = folder_description(found)
     if arch in FAMILIES:
         label = family_label(arch)

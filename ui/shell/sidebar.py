@@ -98,7 +98,7 @@ def _pick_model(default_model: Optional[str] = None) -> str:
         default = default_model if default_model in choices else None  # None: the first choice
         picked = URL.model.widget(st.selectbox, "Model", default=default, choices=tuple(choices), format_func=choices.get,
                                   help="Models this project trained on toy tasks, checkpoints found in this server's "
-                                       "model folders (GPT-2, BERT, Llama family: see the README), and any you train "
+                                       "model folders (GPT-2, BERT, RoFormer, Llama family: see the README), and any you train "
                                        "or upload.")
     else:
         st.error("No models found in assets/models. Run `python -m core.train --all` to build them.")
