@@ -9,8 +9,9 @@ to a later place in the same window, so copying what followed an earlier occurre
 what an induction head does. Some (`random_share`) also carry a stretch of random tokens said again and
 again (from twice to the whole window): no bigram or topic predicts those tokens, only the earlier copy does, so the gradient asks
 for a previous-token head and an induction head reading it from the first steps (on English text alone
-the model stays a bigram model for longer than a CPU budget lasts). Encoder windows are [CLS] text [SEP]; 15% of the ordinary tokens are chosen,
-of those 80% become [MASK], 10% a random token and 10% stay, as BERT was trained; `short_share` of the
+the model stays a bigram model for longer than a CPU budget lasts). Encoder windows are [CLS] text [SEP]; a share
+of the ordinary tokens is chosen (BERT's 15% by default; the recipe trains at 40%), of those 80% become [MASK],
+10% a random token and 10% stay, as BERT was trained; `short_share` of the
 batches are short windows, so sentences of a few words look like what the encoder has seen.
 """
 
@@ -147,13 +148,14 @@ def mask_tokens(tokens: torch.Tensor, generator: torch.Generator, ids: MaskIds, 
 
 
 def encoder_batch(text: torch.Tensor, batch: int, length: int, generator: torch.Generator, ids: MaskIds,
-                  short_share: float = 0.0, short_range: tuple[int, int] = (8, 128)) -> EncoderBatch:
+                  short_share: float = 0.0, short_range: tuple[int, int] = (8, 128),
+                  mask_share: float = 0.15) -> EncoderBatch:
     """A masked training batch; with probability short_share every window of it is short (a length drawn
     from short_range), so the encoder also sees [SEP] a few tokens after [CLS]."""
     short = float(torch.rand((), generator=generator)) < short_share
     short_length = int(torch.randint(short_range[0], min(short_range[1], length) + 1, (), generator=generator))
     windows = encoder_windows(text, batch, short_length if short else length, generator, ids)
-    return mask_tokens(windows, generator, ids)
+    return mask_tokens(windows, generator, ids, mask_share)
 
 
 def encoder_eval_batches(text: torch.Tensor, length: int, generator: torch.Generator, ids: MaskIds,

@@ -1,11 +1,12 @@
-"""Export: a trained Glassbox model -> a Hugging Face model folder (Qwen2ForCausalLM, GPT2LMHeadModel or
-BertForMaskedLM).
+"""Export: a trained Glassbox model -> a Hugging Face model folder (Qwen2ForCausalLM, GPT2LMHeadModel,
+RoFormerForMaskedLM or BertForMaskedLM).
 
 The tensor names and layouts are core.pretrained's own recipes run backwards, so export and import are
 exact inverses by construction: each recipe names a Glassbox tensor, the checkpoint tensor it comes from,
 the slice it is (GPT-2's fused q | k | v) and whether it is turned (GPT-2's Conv1D stores `[in out]`).
-The weights are stored as float16 (the loaders upcast them to float32); config.json is the one
-transformers writes for the layout, and glassbox.json beside it records how the model was made.
+The weights are stored as float16 (the loaders upcast them to float32; RoFormer's sin/cos table, a formula,
+stays float32); config.json is the one transformers writes for the layout, and glassbox.json beside it
+records how the model was made.
 """
 
 from __future__ import annotations
@@ -75,6 +76,26 @@ def bert_config(model: Transformer, pad_id: int) -> dict:
     }
 
 
+def roformer_config(model: Transformer, pad_id: int) -> dict:
+    """config.json as transformers writes it for RoFormerForMaskedLM (RoPE on pairs, base 10000: RoFormer's own)."""
+    c = model.cfg
+    return {
+        "add_cross_attention": False, "architectures": ["RoFormerForMaskedLM"], "attention_probs_dropout_prob": 0.0,
+        "bos_token_id": None, "dtype": "float16", "embedding_size": c.d_model, "eos_token_id": None,
+        "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "hidden_size": c.d_model, "initializer_range": 0.02,
+        "intermediate_size": c.d_mlp, "is_decoder": False, "layer_norm_eps": c.ln_eps,
+        "max_position_embeddings": c.max_len, "model_type": "roformer", "num_attention_heads": c.n_heads,
+        "num_hidden_layers": c.n_layers, "pad_token_id": pad_id, "rotary_value": False,
+        "tie_word_embeddings": True, "transformers_version": TRANSFORMERS_VERSION, "type_vocab_size": c.n_token_types,
+        "use_cache": True, "vocab_size": c.vocab_size,
+    }
+
+
+def encoder_config(model: Transformer, pad_id: int) -> dict:
+    """config.json for the English encoder's layout (its config's positions tell which)."""
+    return bert_config(model, pad_id) if model.cfg.pos == "learned" else roformer_config(model, pad_id)
+
+
 def hf_tensors(model: Transformer, config: dict, dtype: torch.dtype = torch.float16) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors under Hugging Face's names: every loader recipe run backwards."""
     t = _translate(config)
@@ -94,7 +115,19 @@ def hf_tensors(model: Transformer, config: dict, dtype: torch.dtype = torch.floa
         if tuple(whole.shape) != shapes[key]:
             raise AssertionError(f"{key}: built {tuple(whole.shape)}, the loader expects {shapes[key]}")
         out[key] = whole.to(dtype).contiguous()
+    if config.get("model_type") == "roformer":
+        c = model.cfg
+        out[t.body_prefixes[0] + "encoder.embed_positions.weight"] = roformer_positions(c.max_len, c.d_head)
     return out
+
+
+def roformer_positions(n_positions: int, d_head: int) -> torch.Tensor:
+    """RoFormer's sin/cos table `[pos d_head]` as transformers computes it (sines of the angles
+    pos / 10000^(2i/d_head) in the first half, cosines in the second), kept in float32: it is a formula that
+    Glassbox computes on the fly, and a rounded copy would turn transformers' angles away from the trained ones."""
+    i = torch.arange(d_head // 2, dtype=torch.float64)  # [d_head/2]
+    angles = torch.arange(n_positions, dtype=torch.float64)[:, None] / 10000 ** (2 * i / d_head)  # [pos d_head/2]
+    return torch.cat([angles.sin(), angles.cos()], dim=1).float().contiguous()  # [pos d_head]
 
 
 def save_folder(model: Transformer, folder: Path, config: dict, manifest: dict) -> Path:

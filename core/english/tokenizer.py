@@ -18,6 +18,8 @@ from typing import Sequence
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+from core.pretrained import is_encoder_family
+
 VOCAB_SIZE = 4096
 MAX_VOCAB = 8192
 PAD, EOT, CLS, SEP, MASK = "[PAD]", "<|endoftext|>", "[CLS]", "[SEP]", "[MASK]"
@@ -71,10 +73,11 @@ ENCODER_SPECIALS = {"cls_token": CLS, "sep_token": SEP, "mask_token": MASK, "pad
 
 
 def save(tok: Tokenizer, folder: Path, family: str, context: int) -> None:
-    """tokenizer.json (the family's copy: BERT's adds [CLS] and [SEP], a decoder's (gpt2, qwen2) nothing) and
-    tokenizer_config.json into a model folder."""
+    """tokenizer.json (the family's copy: an encoder's (bert, roformer) adds [CLS] and [SEP], a decoder's (gpt2,
+    qwen2) nothing) and tokenizer_config.json into a model folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    copy, names = (for_encoder(tok), ENCODER_SPECIALS) if family == "bert" else (for_decoder(tok), DECODER_SPECIALS)
+    encoder = is_encoder_family(family)
+    copy, names = (for_encoder(tok), ENCODER_SPECIALS) if encoder else (for_decoder(tok), DECODER_SPECIALS)
     copy.save(str(folder / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": context,
               "clean_up_tokenization_spaces": False, **names}

@@ -113,14 +113,24 @@ def _train(model: Transformer, next_batch: Callable[[int], tuple[torch.Tensor, t
     return run
 
 
+def phase_windows(batch: int, context: int, window: int, long_share: float, step: int, steps: int) -> tuple[int, int]:
+    """(windows, tokens in each) of a batch at `step` of `steps`: with a window (> 0), short windows first (more
+    of them, the same tokens a step: a short window's gradient reaches each relative offset more often) and
+    whole `context` windows for the last `long_share` of the steps (a RoPE model reads no further than it was
+    trained to, so the context it is sold with is trained too)."""
+    if not window or window >= context or step >= steps * (1 - long_share):
+        return batch, context
+    return batch * context // window, window
+
+
 def decoder_windows(r: Recipe, step: int, steps: int) -> tuple[int, int]:
-    """(windows, tokens in each) of the decoder's batch at `step` of `steps`: with r.decoder_window, short windows
-    first (more of them, the same tokens a step: a short window's gradient reaches each relative offset more
-    often) and whole decoder_context windows for the last r.long_share of the steps (a RoPE model reads
-    no further than it was trained to, so the context it is sold with is trained too)."""
-    if not r.decoder_window or r.decoder_window >= r.decoder_context or step >= steps * (1 - r.long_share):
-        return r.decoder_batch, r.decoder_context
-    return r.decoder_batch * r.decoder_context // r.decoder_window, r.decoder_window
+    """The decoder's (windows, tokens in each) at `step` of `steps` (phase_windows with r.decoder_window)."""
+    return phase_windows(r.decoder_batch, r.decoder_context, r.decoder_window, r.long_share, step, steps)
+
+
+def encoder_windows(r: Recipe, step: int, steps: int) -> tuple[int, int]:
+    """The encoder's (windows, tokens in each) at `step` of `steps` (phase_windows with r.encoder_window)."""
+    return phase_windows(r.encoder_batch, r.encoder_context, r.encoder_window, r.long_share, step, steps)
 
 
 def train_decoder(config: TransformerConfig, text: torch.Tensor, r: Recipe, device: torch.device,
@@ -142,12 +152,14 @@ def train_decoder(config: TransformerConfig, text: torch.Tensor, r: Recipe, devi
 
 def train_encoder(config: TransformerConfig, text: torch.Tensor, ids: data.MaskIds, r: Recipe,
                   device: torch.device, callback: Optional[Callable[[Progress], None]] = None) -> Run:
-    """The masked LM on [CLS] text [SEP] windows of the training stream."""
+    """The masked LM on [CLS] text [SEP] windows of the training stream, r.mask_share of the ordinary tokens
+    chosen; short windows first (encoder_windows)."""
     model = fresh_model(config, r, ENCODER)
     draws = generator(r.seed, DATA_STREAM, ENCODER)
 
     def next_batch(step: int):
-        b = data.encoder_batch(text, r.encoder_batch, r.encoder_context, draws, ids, r.short_share, r.short_range)
+        windows, length = encoder_windows(r, step, r.encoder_steps)
+        b = data.encoder_batch(text, windows, length, draws, ids, r.short_share, r.short_range, r.mask_share)
         return b.tokens, b.targets, (0, 0)
 
     return _train(model, next_batch, r.encoder_steps, r.encoder_lr, r, device, "encoder", callback)

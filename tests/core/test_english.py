@@ -61,7 +61,9 @@ def test_quick_build_writes_both_folders_in_float16(built):
         names = {p.name for p in folder.iterdir()}
         assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "glassbox.json"} <= names
         with safe_open(str(folder / "model.safetensors"), "pt") as f:
-            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
+            dtypes = {k: f.get_slice(k).get_dtype() for k in f.keys()}
+        table = "roformer.encoder.embed_positions.weight"  # RoFormer's sin/cos formula, kept exact
+        assert {d for k, d in dtypes.items() if k != table} == {"F16"} and dtypes.get(table, "F32") == "F32"
     text = (root / "cli" / "README.md").read_text(encoding="utf-8")
     assert "## Numbers" in text and "## What they show, and what they do not" in text and "## How the recipe was found" in text
 
@@ -103,13 +105,14 @@ def test_transformers_reads_the_folders_with_the_same_logits(built):
     vocab = json.loads((decoder / "config.json").read_text())["vocab_size"]
     tokens = torch.randint(0, vocab, (2, 24), generator=torch.Generator().manual_seed(0))
     assert json.loads((decoder / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
-    for folder, cls in ((decoder, transformers.Qwen2ForCausalLM), (encoder, transformers.BertForMaskedLM)):
+    assert json.loads((encoder / "config.json").read_text())["architectures"] == ["RoFormerForMaskedLM"]
+    for folder, cls in ((decoder, transformers.Qwen2ForCausalLM), (encoder, transformers.RoFormerForMaskedLM)):
         theirs, info = cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
                                            output_loading_info=True)
         assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
         ours, _ = load_pretrained(folder)
         with torch.no_grad():
-            if cls is transformers.BertForMaskedLM:
+            if cls is transformers.RoFormerForMaskedLM:
                 attention = torch.ones_like(tokens)
                 attention[1, 15:] = 0  # the second row is 15 tokens and 9 of padding
                 types = torch.zeros_like(tokens)
@@ -121,25 +124,42 @@ def test_transformers_reads_the_folders_with_the_same_logits(built):
         torch.testing.assert_close(mine, hf, atol=1e-4, rtol=0)
 
 
-def test_the_gpt2_layout_still_exports_to_what_transformers_reads(built, tmp_path):
-    """decoder_layout="gpt2" (the layout of the earlier English decoder) writes a GPT2LMHeadModel folder with
-    the same logits in transformers and in Glassbox."""
+# (model, earlier layout, the HF class it exports to, the default layout's positions, its config and export functions)
+EARLIER_LAYOUTS = [("decoder", "gpt2", "GPT2LMHeadModel", ("rope", "halves"), recipe.decoder_config, export.decoder_config),
+                   ("encoder", "bert", "BertForMaskedLM", ("rope", "pairs"), recipe.encoder_config, export.encoder_config)]
+
+
+@pytest.mark.parametrize("model_name, layout, hf_class, default_positions, make_config, make_hf_config", EARLIER_LAYOUTS,
+                         ids=["gpt2", "bert"])
+def test_the_earlier_layouts_still_export_to_what_transformers_reads(model_name, layout, hf_class, default_positions,
+                                                                     make_config, make_hf_config, tmp_path):
+    """decoder_layout="gpt2" and encoder_layout="bert" (the layouts of the earlier English models, a learned position
+    table each) write folders with the same logits in transformers and in Glassbox; the defaults use RoPE."""
     transformers = pytest.importorskip("transformers")
-    r = replace(recipe.QUICK, decoder_layout="gpt2")
-    config = recipe.decoder_config(r, 320)
-    assert config.pos == "learned" and recipe.decoder_config(recipe.QUICK, 320).pos == "rope"
-    model = training.fresh_model(config, r, training.DECODER).eval()
-    folder = tmp_path / "gpt2"
-    export.save_folder(model, folder, export.decoder_config(model, 1), {})
-    tokenizer.save(tokenizer.train_tokenizer([" ".join(WORDS)] * 4, 320), folder, "gpt2", 64)
-    assert json.loads((folder / "config.json").read_text())["architectures"] == ["GPT2LMHeadModel"]
+    r = replace(recipe.QUICK, **{f"{model_name}_layout": layout})
+    config = make_config(r, 320)
+    default = make_config(recipe.QUICK, 320)
+    assert config.pos == "learned" and (default.pos, default.rope_layout) == default_positions
+    model = training.fresh_model(config, r, training.DECODER if model_name == "decoder" else training.ENCODER).eval()
+    folder = tmp_path / layout
+    export.save_folder(model, folder, make_hf_config(model, 1), {})
+    tokenizer.save(tokenizer.train_tokenizer([" ".join(WORDS)] * 4, 320), folder, layout, config.max_len)
+    assert json.loads((folder / "config.json").read_text())["architectures"] == [hf_class]
     tokens = torch.randint(0, 320, (2, 24), generator=torch.Generator().manual_seed(0))
-    theirs = transformers.GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    theirs = getattr(transformers, hf_class).from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
     ours, _ = load_pretrained(folder)
     with torch.no_grad():
         torch.testing.assert_close(ours(tokens), theirs.eval()(tokens).logits, atol=1e-4, rtol=0)
-    with pytest.raises(ValueError, match="decoder_layout"):
-        recipe.decoder_config(replace(recipe.QUICK, decoder_layout="gpt3"), 320)
+    with pytest.raises(ValueError, match=f"{model_name}_layout"):
+        make_config(replace(recipe.QUICK, **{f"{model_name}_layout": "gpt3"}), 320)
+
+
+def test_roformer_positions_are_transformers_own_table():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.roformer.modeling_roformer import RoFormerSinusoidalPositionalEmbedding
+
+    theirs = RoFormerSinusoidalPositionalEmbedding(40, 32).create_weight()
+    torch.testing.assert_close(export.roformer_positions(40, 32), theirs, atol=1e-6, rtol=0)
 
 
 ODD_TEXTS = ["", "Café crème, naïve façade, São Paulo", "世界 こんにちは 안녕하세요", "emoji 🙂👍🏽 and 🇫🇷",
@@ -322,6 +342,39 @@ def test_a_decoder_only_build_keeps_the_encoder_and_refuses_another_tokenizer(bu
         pipeline.build(replace(recipe.QUICK, vocab_size=300), text, out, torch.device("cpu"), decoder_only=True)
     with pytest.raises(ValueError, match="cannot be read"):
         pipeline.build(recipe.QUICK, text, tmp_path / "empty", torch.device("cpu"), decoder_only=True)
+
+
+def test_an_encoder_only_build_keeps_the_decoder(built, tmp_path):
+    root, _ = built
+    text = root / "corpus.txt"
+    out = tmp_path / "out"
+    pipeline.build(recipe.QUICK, text, out, torch.device("cpu"))
+    decoder = out / pipeline.DECODER_NAME
+    before = {f.name: f.read_bytes() for f in decoder.iterdir()}
+    encoder_before = (out / pipeline.ENCODER_NAME / "model.safetensors").read_bytes()
+    result = pipeline.build(replace(recipe.QUICK, seed=5), text, out, torch.device("cpu"), encoder_only=True)
+    assert result["models"]["decoder"] is None and result["models"]["encoder"] is not None
+    assert {f.name: f.read_bytes() for f in decoder.iterdir()} == before  # the decoder untouched
+    assert (out / pipeline.ENCODER_NAME / "model.safetensors").read_bytes() != encoder_before
+    assert json.loads((out / pipeline.ENCODER_NAME / "glassbox.json").read_text())["recipe"]["seed"] == 5
+    assert "built apart" in (out / "README.md").read_text()
+    with pytest.raises(ValueError, match="train nothing"):
+        pipeline.build(recipe.QUICK, text, out, torch.device("cpu"), encoder_only=True, decoder_only=True)
+    with pytest.raises(ValueError, match="--encoder-only keeps the decoder"):
+        pipeline.build(recipe.QUICK, text, tmp_path / "empty", torch.device("cpu"), encoder_only=True)
+
+
+def test_encoder_windows_and_masking_follow_the_recipe(one_thread):
+    r = replace(recipe.FULL, encoder_batch=8, encoder_context=512, encoder_window=128, long_share=0.25)
+    phases = [training.encoder_windows(r, step, 100) for step in range(100)]
+    assert phases[:75] == [(32, 128)] * 75 and phases[75:] == [(8, 512)] * 25
+    assert training.encoder_windows(replace(r, encoder_window=0), 0, 100) == (8, 512)
+    text = torch.arange(5, 5 + 4000)
+    ids = data.MaskIds(cls=2, sep=3, mask=4, n_special=5, vocab_size=4005)
+    for share in (0.15, 0.4):
+        b = data.encoder_batch(text, 64, 128, torch.Generator().manual_seed(0), ids, mask_share=share)
+        chosen = float((b.targets != data.IGNORE).float().mean()) * 128 / 126  # [CLS] and [SEP] are never chosen
+        assert abs(chosen - share) < 0.02
 
 
 def test_decoder_windows_are_short_first_then_whole_with_the_same_tokens_a_step():
