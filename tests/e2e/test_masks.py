@@ -66,7 +66,7 @@ def test_a_cell_ticked_off_in_the_editor_reaches_every_part_that_reads_the_mask(
     mask0 = chart_z(page, MASK_CHART)
     grid = page.locator("[data-testid='stDataFrame']").first  # the cell editor: the page's first table
     mask1 = mask0
-    for _ in range(3):  # a click that lands while the page still moves under the pointer misses: click again
+    for _ in range(6):  # a click that lands while the page still moves under the pointer misses: click again
         grid.scroll_into_view_if_needed()
         page.wait_for_timeout(500)
         box = grid.bounding_box()
@@ -79,7 +79,7 @@ def test_a_cell_ticked_off_in_the_editor_reaches_every_part_that_reads_the_mask(
         page.keyboard.press("Space")
         # Press again only when this press started no run: pressing while a slow rerun (a loaded CI machine) is still
         # on its way ticks the cell back, and the mask never changes.
-        for _ in range(20):
+        for _ in range(40):  # up to 10 s for the run to start
             if runs_started(page) > before:
                 break
             page.wait_for_timeout(250)
