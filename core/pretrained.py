@@ -1000,9 +1000,9 @@ SPECIAL_NAMES = ("bos", "eos", "cls", "sep", "mask", "pad", "unk")
 FAMILY_SPECIALS = {
     "gpt2": {"bos": "<|endoftext|>", "eos": "<|endoftext|>", "unk": "<|endoftext|>"},
     "bert": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]", "unk": "[UNK]"},
-    "roformer": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]", "unk": "[UNK]"},
     "llama": {"bos": "<s>", "eos": "</s>", "unk": "<unk>"},
 }
+FAMILY_SPECIALS["roformer"] = FAMILY_SPECIALS["bert"]  # RoFormer keeps BERT's special tokens
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}  # whitespace a label shows
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from core import positional
 from core.model import Transformer
 from core.pretrained import _translate  # the family's name mapping, shared with the loader
 
@@ -122,12 +123,11 @@ def hf_tensors(model: Transformer, config: dict, dtype: torch.dtype = torch.floa
 
 
 def roformer_positions(n_positions: int, d_head: int) -> torch.Tensor:
-    """RoFormer's sin/cos table `[pos d_head]` as transformers computes it (sines of the angles
-    pos / 10000^(2i/d_head) in the first half, cosines in the second), kept in float32: it is a formula that
-    Glassbox computes on the fly, and a rounded copy would turn transformers' angles away from the trained ones."""
-    i = torch.arange(d_head // 2, dtype=torch.float64)  # [d_head/2]
-    angles = torch.arange(n_positions, dtype=torch.float64)[:, None] / 10000 ** (2 * i / d_head)  # [pos d_head/2]
-    return torch.cat([angles.sin(), angles.cos()], dim=1).float().contiguous()  # [pos d_head]
+    """RoFormer's sin/cos table `[pos d_head]` in transformers' layout (sines of the angles pos * theta_i in the
+    first half, cosines in the second), from the same RoPE angles Glassbox rotates with (core.positional), kept
+    in float32: a rounded copy would turn transformers' angles away from the trained ones."""
+    cos, sin = positional.rope_cos_sin(n_positions, d_head)  # [pos d_head/2] each, base 10000 as RoFormer's
+    return torch.cat([sin, cos], dim=1).contiguous()  # [pos d_head]
 
 
 def save_folder(model: Transformer, folder: Path, config: dict, manifest: dict) -> Path:
